@@ -1,0 +1,71 @@
+//! Errors of the local control plane, each saying what failed and where to look.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What can go wrong while building, starting or talking to the local control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaneError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid version pin in deploy/control-plane/versions.env: {0}")]
+    Versions(String),
+    #[error("building the control plane binaries failed (exit {status}); see the output above")]
+    Build { status: String },
+    #[error("'{tool}' was not found on PATH: {hint}")]
+    MissingTool {
+        tool: &'static str,
+        hint: &'static str,
+    },
+    #[error("generating certificates failed: {0}")]
+    Pki(#[from] rcgen::Error),
+    #[error("{component} exited early ({status}); last lines of {log}:\n{tail}")]
+    ComponentExited {
+        component: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("timed out after {waited:?} waiting for {what}{detail}")]
+    Timeout {
+        what: String,
+        waited: Duration,
+        detail: String,
+    },
+    #[error("state directory {dir} is in use by running process {pid}; pass another --state-dir")]
+    StateDirInUse { dir: PathBuf, pid: u32 },
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("building a client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("Kubernetes API call failed while {context}: {source}")]
+    Api {
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl PlaneError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        PlaneError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn api(context: impl Into<String>, source: kube::Error) -> Self {
+        PlaneError::Api {
+            context: context.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,547 @@
+//! One local control plane: etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok as
+//! child processes on 127.0.0.1, plus simulated nodes that are Ready and schedulable.
+//!
+//! Start order follows the dependencies: etcd, then the apiserver (which needs etcd), then the
+//! scheduler and controller-manager (which need the apiserver), then kwok and the nodes (which need the
+//! node-lifecycle controller to lift the `not-ready` taint). Stop runs in reverse.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::health::{https_ok, plain_http_get, wait_until};
+use crate::pki::{self, PkiFiles};
+use crate::ports::free_ports;
+use crate::process::log_tail;
+use crate::state_dir::StateDir;
+use crate::{Binaries, KWOK_STAGES, ManagedProcess, PlaneError, nodes};
+
+/// Whether kube-controller-manager also runs its own Deployment, ReplicaSet and DaemonSet controllers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamWorkloadControllers {
+    /// Upstream's workload controllers run too (side-by-side comparison, hand-over tests).
+    Enabled,
+    /// Every default controller except deployment, replicaset and daemonset.
+    Disabled,
+}
+
+/// How to start a plane.
+#[derive(Debug, Clone)]
+pub struct PlaneOptions {
+    pub binaries: Binaries,
+    /// Simulated nodes to create and wait for (named `kwok-node-1` ...).
+    pub nodes: usize,
+    /// Where state goes; `None` picks a free slot under `<cache>/planes/`.
+    pub state_dir: Option<PathBuf>,
+    /// An extra copy of the admin kubeconfig.
+    pub kubeconfig_out: Option<PathBuf>,
+    pub upstream_workload_controllers: UpstreamWorkloadControllers,
+    /// Upper bound for each start-up step.
+    pub step_timeout: Duration,
+}
+
+impl PlaneOptions {
+    pub fn new(binaries: Binaries) -> Self {
+        PlaneOptions {
+            binaries,
+            nodes: 3,
+            state_dir: None,
+            kubeconfig_out: None,
+            upstream_workload_controllers: UpstreamWorkloadControllers::Disabled,
+            step_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The components of a plane, in start order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Component {
+    Etcd,
+    ApiServer,
+    Scheduler,
+    ControllerManager,
+    Kwok,
+}
+
+impl Component {
+    pub const ALL: [Component; 5] = [
+        Component::Etcd,
+        Component::ApiServer,
+        Component::Scheduler,
+        Component::ControllerManager,
+        Component::Kwok,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::Etcd => "etcd",
+            Component::ApiServer => "kube-apiserver",
+            Component::Scheduler => "kube-scheduler",
+            Component::ControllerManager => "kube-controller-manager",
+            Component::Kwok => "kwok",
+        }
+    }
+}
+
+/// Where everything of a running plane is; also written to `<state-dir>/plane.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlaneInfo {
+    pub state_dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub log_dir: PathBuf,
+    pub bin_dir: PathBuf,
+    pub server: String,
+    /// Component name to pid.
+    pub pids: BTreeMap<String, u32>,
+    /// Port name to port (etcd-client, etcd-peer, apiserver, scheduler, controller-manager).
+    pub ports: BTreeMap<String, u16>,
+    pub nodes: Vec<String>,
+    pub kubernetes_version: String,
+    pub startup_seconds: f64,
+}
+
+impl PlaneInfo {
+    pub fn load(state_dir: &Path) -> Result<Self, PlaneError> {
+        let path = state_dir.join("plane.json");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| PlaneError::io(format!("reading {}", path.display()), e))?;
+        serde_json::from_str(&text).map_err(|e| {
+            PlaneError::io(
+                format!("parsing {}", path.display()),
+                std::io::Error::other(e),
+            )
+        })
+    }
+
+    pub fn log_file(&self, component: Component) -> PathBuf {
+        self.log_dir.join(format!("{}.log", component.name()))
+    }
+
+    /// The last `lines` lines of a component's log.
+    pub fn log_tail(&self, component: Component, lines: usize) -> String {
+        log_tail(&self.log_file(component), lines)
+    }
+}
+
+/// A running local control plane. Dropping it kills every component; [`LocalPlane::stop`] stops them
+/// gracefully.
+#[derive(Debug)]
+pub struct LocalPlane {
+    info: PlaneInfo,
+    processes: Vec<ManagedProcess>,
+    _state: StateDir,
+}
+
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    apiserver: u16,
+    scheduler: u16,
+    controller_manager: u16,
+}
+
+impl LocalPlane {
+    pub async fn start(options: PlaneOptions) -> Result<Self, PlaneError> {
+        let started = Instant::now();
+        let state = StateDir::acquire(
+            options.state_dir.as_deref(),
+            &Binaries::cache_root().join("planes"),
+        )?;
+        let dir = state.path().to_path_buf();
+        let log_dir = dir.join("logs");
+        for sub in [&log_dir, &dir.join("kwok")] {
+            std::fs::create_dir_all(sub)
+                .map_err(|e| PlaneError::io(format!("creating {}", sub.display()), e))?;
+        }
+        let pki = pki::generate(&dir.join("pki"))?;
+        let p = free_ports(5)?;
+        let ports = Ports {
+            etcd_client: p[0],
+            etcd_peer: p[1],
+            apiserver: p[2],
+            scheduler: p[3],
+            controller_manager: p[4],
+        };
+        let server = format!("https://127.0.0.1:{}", ports.apiserver);
+        let kubeconfig = dir.join("kubeconfig");
+        write_kubeconfig(&kubeconfig, &server, &pki)?;
+        if let Some(out) = &options.kubeconfig_out {
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| PlaneError::io(format!("creating {}", parent.display()), e))?;
+            }
+            write_kubeconfig(out, &server, &pki)?;
+        }
+        let stages = dir.join("kwok").join("stages.yaml");
+        std::fs::write(&stages, KWOK_STAGES)
+            .map_err(|e| PlaneError::io("writing the kwok stage file", e))?;
+
+        let bin = &options.binaries;
+        let log = |c: Component| log_dir.join(format!("{}.log", c.name()));
+        let timeout = options.step_timeout;
+        let mut processes: Vec<ManagedProcess> = Vec::new();
+        let mut step = Instant::now();
+
+        // etcd
+        processes.push(ManagedProcess::spawn(
+            Component::Etcd.name(),
+            &bin.path("etcd"),
+            &etcd_args(&dir, &ports),
+            &[],
+            &log(Component::Etcd),
+        )?);
+        wait_until("etcd /health", timeout, &mut processes, || async {
+            plain_http_get(ports.etcd_client, "/health")
+                .await
+                .map(|body| body.contains("\"health\":\"true\""))
+        })
+        .await?;
+        tracing::info!("etcd ready in {:.1}s", step.elapsed().as_secs_f64());
+
+        // kube-apiserver
+        step = Instant::now();
+        processes.push(ManagedProcess::spawn(
+            Component::ApiServer.name(),
+            &bin.path("kube-apiserver"),
+            &apiserver_args(&dir, &ports, &pki),
+            &[],
+            &log(Component::ApiServer),
+        )?);
+        let client = client_from_kubeconfig(&kubeconfig).await?;
+        wait_until("kube-apiserver /readyz", timeout, &mut processes, || {
+            let client = client.clone();
+            async move { https_ok(&client, "/readyz").await }
+        })
+        .await?;
+        tracing::info!(
+            "kube-apiserver ready in {:.1}s",
+            step.elapsed().as_secs_f64()
+        );
+
+        // kube-scheduler and kube-controller-manager (started together, checked one after the other)
+        step = Instant::now();
+        processes.push(ManagedProcess::spawn(
+            Component::Scheduler.name(),
+            &bin.path("kube-scheduler"),
+            &scheduler_args(&kubeconfig, ports.scheduler, &pki),
+            &[],
+            &log(Component::Scheduler),
+        )?);
+        processes.push(ManagedProcess::spawn(
+            Component::ControllerManager.name(),
+            &bin.path("kube-controller-manager"),
+            &controller_manager_args(
+                &kubeconfig,
+                ports.controller_manager,
+                &pki,
+                options.upstream_workload_controllers,
+            ),
+            &[],
+            &log(Component::ControllerManager),
+        )?);
+        for (component, port) in [
+            (Component::Scheduler, ports.scheduler),
+            (Component::ControllerManager, ports.controller_manager),
+        ] {
+            let health = client_for_port(&kubeconfig, port).await?;
+            wait_until(
+                &format!("{} /healthz", component.name()),
+                timeout,
+                &mut processes,
+                || {
+                    let health = health.clone();
+                    async move { https_ok(&health, "/healthz").await }
+                },
+            )
+            .await?;
+        }
+        tracing::info!(
+            "kube-scheduler and kube-controller-manager healthy in {:.1}s",
+            step.elapsed().as_secs_f64()
+        );
+
+        // kwok and the simulated nodes
+        step = Instant::now();
+        let kwok_workdir = dir.join("kwok");
+        processes.push(ManagedProcess::spawn(
+            Component::Kwok.name(),
+            &bin.path("kwok"),
+            &kwok_args(&kubeconfig, &stages),
+            &[("KWOK_WORKDIR", kwok_workdir.as_path())],
+            &log(Component::Kwok),
+        )?);
+        let node_names: Vec<String> = (1..=options.nodes)
+            .map(|i| format!("kwok-node-{i}"))
+            .collect();
+        for name in &node_names {
+            nodes::create(&client, &nodes::NodeSpec::named(name)).await?;
+        }
+        let names = node_names.clone();
+        wait_until(
+            &format!("{} nodes to be Ready and schedulable", names.len()),
+            timeout,
+            &mut processes,
+            || {
+                let client = client.clone();
+                let names = names.clone();
+                async move { nodes::all_ready(&client, &names).await }
+            },
+        )
+        .await?;
+        tracing::info!(
+            "{} simulated nodes Ready in {:.1}s",
+            node_names.len(),
+            step.elapsed().as_secs_f64()
+        );
+
+        let info = PlaneInfo {
+            state_dir: dir.clone(),
+            kubeconfig,
+            log_dir,
+            bin_dir: bin.dir().to_path_buf(),
+            server,
+            pids: processes
+                .iter()
+                .map(|p| (p.name().to_string(), p.pid()))
+                .collect(),
+            ports: [
+                ("etcd-client", ports.etcd_client),
+                ("etcd-peer", ports.etcd_peer),
+                ("apiserver", ports.apiserver),
+                ("scheduler", ports.scheduler),
+                ("controller-manager", ports.controller_manager),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            nodes: node_names,
+            kubernetes_version: bin.versions().kubernetes.clone(),
+            startup_seconds: started.elapsed().as_secs_f64(),
+        };
+        let json = serde_json::to_string_pretty(&info)
+            .map_err(|e| PlaneError::io("encoding plane.json", std::io::Error::other(e)))?;
+        std::fs::write(dir.join("plane.json"), json)
+            .map_err(|e| PlaneError::io("writing plane.json", e))?;
+        Ok(LocalPlane {
+            info,
+            processes,
+            _state: state,
+        })
+    }
+
+    pub fn info(&self) -> &PlaneInfo {
+        &self.info
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.info.kubeconfig
+    }
+
+    /// A fresh client for the admin user.
+    pub async fn client(&self) -> Result<kube::Client, PlaneError> {
+        client_from_kubeconfig(&self.info.kubeconfig).await
+    }
+
+    /// An error naming the first component that has exited, if any.
+    pub fn check_running(&mut self) -> Result<(), PlaneError> {
+        self.processes
+            .iter_mut()
+            .try_for_each(ManagedProcess::check_running)
+    }
+
+    /// Stops the components in reverse start order (SIGTERM, then SIGKILL after 10 s).
+    pub async fn stop(mut self) {
+        while let Some(process) = self.processes.pop() {
+            process.stop(Duration::from_secs(10)).await;
+        }
+    }
+}
+
+/// A kube client for the admin user of the kubeconfig at `path`.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, PlaneError> {
+    let config = config_from_kubeconfig(path).await?;
+    kube::Client::try_from(config).map_err(PlaneError::Client)
+}
+
+async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config, PlaneError> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(path).map_err(|source| PlaneError::Kubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|source| PlaneError::Kubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// A client for a component's own HTTPS port (its serving cert is signed by the plane CA).
+async fn client_for_port(kubeconfig: &Path, port: u16) -> Result<kube::Client, PlaneError> {
+    let mut config = config_from_kubeconfig(kubeconfig).await?;
+    config.cluster_url = format!("https://127.0.0.1:{port}")
+        .parse()
+        .map_err(|e| PlaneError::io("building a health URL", std::io::Error::other(e)))?;
+    kube::Client::try_from(config).map_err(PlaneError::Client)
+}
+
+fn write_kubeconfig(path: &Path, server: &str, pki: &PkiFiles) -> Result<(), PlaneError> {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: mini-kcm\n  cluster:\n    server: {server}\n    \
+         certificate-authority: {ca}\nusers:\n- name: admin\n  user:\n    token: {token}\ncontexts:\n\
+         - name: mini-kcm\n  context:\n    cluster: mini-kcm\n    user: admin\ncurrent-context: mini-kcm\n",
+        ca = pki.ca_cert.display(),
+        token = pki.admin_token,
+    );
+    std::fs::write(path, text)
+        .map_err(|e| PlaneError::io(format!("writing kubeconfig {}", path.display()), e))
+}
+
+fn etcd_args(dir: &Path, ports: &Ports) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{}", ports.etcd_client);
+    let peer = format!("http://127.0.0.1:{}", ports.etcd_peer);
+    vec![
+        "--name=node0".into(),
+        format!("--data-dir={}", dir.join("etcd").display()),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster=node0={peer}"),
+        // A throw-away cluster: durability is not worth the fsync latency.
+        "--unsafe-no-fsync".into(),
+        "--auto-compaction-retention=1".into(),
+        "--quota-backend-bytes=8589934592".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles) -> Vec<String> {
+    vec![
+        format!("--etcd-servers=http://127.0.0.1:{}", ports.etcd_client),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={}", ports.apiserver),
+        format!("--cert-dir={}", dir.join("pki").display()),
+        format!("--tls-cert-file={}", pki.serving_cert.display()),
+        format!("--tls-private-key-file={}", pki.serving_key.display()),
+        format!("--client-ca-file={}", pki.ca_cert.display()),
+        format!("--token-auth-file={}", pki.token_file.display()),
+        "--authorization-mode=Node,RBAC".into(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!(
+            "--service-account-key-file={}",
+            pki.service_account_public_key.display()
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            pki.service_account_key.display()
+        ),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        // The `kubernetes` Service would point at 127.0.0.1, which Endpoints reject.
+        "--endpoint-reconciler-type=none".into(),
+        "--profiling=false".into(),
+    ]
+}
+
+/// Flags shared by kube-scheduler and kube-controller-manager: admin kubeconfig, no leader election,
+/// an HTTPS health port on 127.0.0.1 with the plane's serving cert.
+fn component_args(kubeconfig: &Path, port: u16, pki: &PkiFiles) -> Vec<String> {
+    let kc = kubeconfig.display();
+    vec![
+        format!("--kubeconfig={kc}"),
+        format!("--authentication-kubeconfig={kc}"),
+        format!("--authorization-kubeconfig={kc}"),
+        "--leader-elect=false".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        format!("--tls-cert-file={}", pki.serving_cert.display()),
+        format!("--tls-private-key-file={}", pki.serving_key.display()),
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
+        "--profiling=false".into(),
+    ]
+}
+
+fn scheduler_args(kubeconfig: &Path, port: u16, pki: &PkiFiles) -> Vec<String> {
+    component_args(kubeconfig, port, pki)
+}
+
+/// The names kube-controller-manager knows our three controllers by.
+pub const REPLACED_CONTROLLERS: [&str; 3] = [
+    "deployment-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+];
+
+fn controller_manager_args(
+    kubeconfig: &Path,
+    port: u16,
+    pki: &PkiFiles,
+    upstream: UpstreamWorkloadControllers,
+) -> Vec<String> {
+    let mut args = component_args(kubeconfig, port, pki);
+    let controllers = match upstream {
+        UpstreamWorkloadControllers::Enabled => "*".to_string(),
+        UpstreamWorkloadControllers::Disabled => std::iter::once("*".to_string())
+            .chain(REPLACED_CONTROLLERS.iter().map(|c| format!("-{c}")))
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    args.push(format!("--controllers={controllers}"));
+    args.push(format!("--root-ca-file={}", pki.ca_cert.display()));
+    args.push(format!(
+        "--service-account-private-key-file={}",
+        pki.service_account_key.display()
+    ));
+    args
+}
+
+fn kwok_args(kubeconfig: &Path, stages: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--config={}", stages.display()),
+        "--manage-all-nodes=true".into(),
+        "--cidr=10.244.0.0/16".into(),
+        "--node-ip=127.0.0.1".into(),
+        "--node-lease-duration-seconds=40".into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_manager_runs_everything_but_ours_unless_asked() {
+        let pki = PkiFiles {
+            ca_cert: "ca".into(),
+            serving_cert: "c".into(),
+            serving_key: "k".into(),
+            service_account_key: "sa".into(),
+            service_account_public_key: "sa.pub".into(),
+            token_file: "t".into(),
+            admin_token: "x".into(),
+        };
+        let without = controller_manager_args(
+            Path::new("kc"),
+            1,
+            &pki,
+            UpstreamWorkloadControllers::Disabled,
+        );
+        assert!(without.contains(
+            &"--controllers=*,-deployment-controller,-replicaset-controller,-daemonset-controller"
+                .to_string()
+        ));
+        let with = controller_manager_args(
+            Path::new("kc"),
+            1,
+            &pki,
+            UpstreamWorkloadControllers::Enabled,
+        );
+        assert!(with.contains(&"--controllers=*".to_string()));
+    }
+}

@@ -1,0 +1,53 @@
+//! `mini-kcm`: the command line of the project.
+//!
+//! - `mini-kcm up` builds (once, cached) and runs a real local control plane with simulated nodes, in the
+//!   foreground, until Ctrl-C or SIGTERM.
+//! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
+
+mod up;
+
+use clap::{Parser, Subcommand};
+use mini_kcm_local_plane::DEFAULT_LOG_FILTER;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mini-kcm",
+    version,
+    about = "Deployment, ReplicaSet and DaemonSet controllers, in Rust"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)
+    /// with simulated nodes on 127.0.0.1, in the foreground.
+    Up(up::UpArgs),
+    /// Build (or find cached) the control plane binaries and print where they are.
+    BuildPlane,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up(args) => up::run(args).await,
+        Command::BuildPlane => up::build_plane().await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mini-kcm: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `mini-kcm up` as a user runs it: two instances side by side (separate state dirs, free ports), each
+//! serving its own Ready nodes; Ctrl-C (SIGINT) and SIGTERM stop every component and free every port;
+//! and even a SIGKILLed `mini-kcm up` leaves no component behind.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mini_kcm_local_plane::{PlaneInfo, port_in_use};
+
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Up {
+    child: Child,
+    state_dir: PathBuf,
+    info: PlaneInfo,
+}
+
+fn state_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("mini-kcm-up-test-{}-{tag}", std::process::id()))
+}
+
+/// Starts `mini-kcm up` and returns once it printed that it is running.
+fn start(tag: &str, nodes: usize) -> Up {
+    let state_dir = state_dir(tag);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mini-kcm"))
+        .args([
+            "up",
+            "--nodes",
+            &nodes.to_string(),
+            "--workload-controllers",
+            "none",
+        ])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn mini-kcm up");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("[up] {line}");
+            if line.contains("mini-kcm: running") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(START_TIMEOUT).is_err() {
+        let _ = child.kill();
+        panic!("mini-kcm up ({tag}) did not report running within {START_TIMEOUT:?}");
+    }
+    let info = PlaneInfo::load(&state_dir).expect("plane.json");
+    Up {
+        child,
+        state_dir,
+        info,
+    }
+}
+
+fn kubectl_ready_nodes(info: &PlaneInfo) -> usize {
+    let out = Command::new(info.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&info.kubeconfig)
+        .args(["get", "nodes", "--no-headers"])
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("Ready"))
+        .count()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie still has a /proc entry; only a running (or sleeping) process counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            state != Some("Z")
+        })
+        .unwrap_or(false)
+}
+
+fn send(child: &Child, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    // SAFETY: plain syscall on our own child.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+}
+
+/// Waits (polling process state, which has no event to watch) until every component pid is gone and
+/// every port is free.
+fn assert_all_gone(info: &PlaneInfo) {
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    loop {
+        let alive_pids: Vec<_> = info.pids.iter().filter(|(_, pid)| alive(**pid)).collect();
+        let busy_ports: Vec<_> = info
+            .ports
+            .iter()
+            .filter(|(_, port)| port_in_use(**port))
+            .collect();
+        if alive_pids.is_empty() && busy_ports.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after stopping: still alive {alive_pids:?}, ports still bound {busy_ports:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn cleanup(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn two_planes_side_by_side_stop_cleanly_on_sigint_and_sigterm() {
+    let mut a = start("a", 2);
+    let mut b = start("b", 1);
+    assert_ne!(a.info.ports, b.info.ports, "each plane has its own ports");
+    assert_eq!(kubectl_ready_nodes(&a.info), 2);
+    assert_eq!(kubectl_ready_nodes(&b.info), 1);
+    for info in [&a.info, &b.info] {
+        assert_eq!(
+            info.pids.len(),
+            5,
+            "etcd, apiserver, scheduler, controller-manager, kwok"
+        );
+        assert!(info.pids.values().all(|pid| alive(*pid)));
+    }
+
+    send(&a.child, libc::SIGINT);
+    let status = a.child.wait().expect("wait a");
+    assert!(status.success(), "Ctrl-C is a clean stop: {status}");
+    assert_all_gone(&a.info);
+    // The other plane is untouched by its neighbour's stop.
+    assert_eq!(kubectl_ready_nodes(&b.info), 1);
+
+    send(&b.child, libc::SIGTERM);
+    let status = b.child.wait().expect("wait b");
+    assert!(status.success(), "SIGTERM is a clean stop: {status}");
+    assert_all_gone(&b.info);
+    cleanup(&a.state_dir);
+    cleanup(&b.state_dir);
+}
+
+#[test]
+fn a_killed_mini_kcm_up_leaves_no_component_behind() {
+    let mut c = start("c", 1);
+    send(&c.child, libc::SIGKILL);
+    let _ = c.child.wait();
+    // No handler runs on SIGKILL: the kernel's parent-death signal stops the components.
+    assert_all_gone(&c.info);
+    cleanup(&c.state_dir);
+}

@@ -1,0 +1,172 @@
+//! Waiting for a condition by watching, with a failure message that explains the state of the world.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::{Component, TestNamespace};
+
+impl TestNamespace {
+    /// Waits until `condition` holds for the object `name` (`None` = it does not exist), re-checking on
+    /// every watch event. Panics on timeout with a dump of the namespace and component logs.
+    pub async fn wait_for<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        condition: impl Fn(Option<&K>) -> bool,
+    ) -> Option<K>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let matching = self
+            .wait_for_list(api, config, what, timeout, |objects: &[K]| {
+                condition(objects.first())
+            })
+            .await;
+        matching.into_iter().next()
+    }
+
+    /// Waits until `condition` holds for the set of objects selected by `config` (a reflector keeps the
+    /// set current from a watch). Returns that set. Panics on timeout with a dump.
+    pub async fn wait_for_list<K>(
+        &self,
+        api: &Api<K>,
+        config: watcher::Config,
+        what: &str,
+        timeout: Duration,
+        condition: impl Fn(&[K]) -> bool,
+    ) -> Vec<K>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let (reader, writer) = reflector::store();
+        let mut events =
+            std::pin::pin!(reflector(writer, watcher(api.clone(), config)).default_backoff());
+        let mut last_error = None;
+        let outcome = tokio::time::timeout(timeout, async {
+            // Evaluate once the initial list is in the store, then again after every change.
+            let mut synced = false;
+            loop {
+                match events.next().await {
+                    Some(Ok(watcher::Event::InitDone)) => synced = true,
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => continue,
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => {
+                        last_error = Some(e.to_string());
+                        continue;
+                    }
+                    // The backoff-wrapped watcher never ends; the timeout bounds us regardless.
+                    None => std::future::pending::<()>().await,
+                }
+                if !synced {
+                    continue;
+                }
+                let mut objects: Vec<K> = reader.state().iter().map(|o| (**o).clone()).collect();
+                objects.sort_by_key(|o| o.meta().name.clone());
+                if condition(&objects) {
+                    return objects;
+                }
+            }
+        })
+        .await;
+        match outcome {
+            Ok(objects) => objects,
+            Err(_) => {
+                let seen: Vec<String> = reader
+                    .state()
+                    .iter()
+                    .map(|o| serde_json::to_string(&summary(o.as_ref())).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "timed out after {timeout:?} waiting for {what} in namespace {ns}\n\
+                     watched objects ({n}):\n{objects}\nlast watch error: {last_error:?}\n{dump}",
+                    ns = self.name,
+                    n = seen.len(),
+                    objects = seen.join("\n"),
+                    dump = self.dump().await,
+                )
+            }
+        }
+    }
+
+    /// The workload objects, pods and events of the namespace and the tails of the component logs.
+    pub async fn dump(&self) -> String {
+        let mut out = String::from("---- namespace dump ----\n");
+        out += &self.dump_kind::<Deployment>("deployments").await;
+        out += &self.dump_kind::<ReplicaSet>("replicasets").await;
+        out += &self.dump_kind::<DaemonSet>("daemonsets").await;
+        out += &self.dump_kind::<Pod>("pods").await;
+        match self.api::<Event>().list(&ListParams::default()).await {
+            Ok(events) => {
+                out += "events:\n";
+                for e in events.items {
+                    out += &format!(
+                        "  {} {} {}: {}\n",
+                        e.type_.unwrap_or_default(),
+                        e.involved_object.name.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                        e.message.unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => out += &format!("events: cannot list: {e}\n"),
+        }
+        for component in [
+            Component::ControllerManager,
+            Component::Scheduler,
+            Component::Kwok,
+        ] {
+            out += &format!(
+                "---- last lines of {} ----\n{}\n",
+                self.plane.log_file(component).display(),
+                self.plane.log_tail(component, 15)
+            );
+        }
+        out
+    }
+
+    async fn dump_kind<K>(&self, label: &str) -> String
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + serde::Serialize,
+        K::DynamicType: Default,
+    {
+        match self.api::<K>().list(&ListParams::default()).await {
+            Ok(list) => {
+                let mut s = format!("{label} ({}):\n", list.items.len());
+                for item in &list.items {
+                    s += &format!(
+                        "  {}\n",
+                        serde_json::to_string(&summary(item)).unwrap_or_default()
+                    );
+                }
+                s
+            }
+            Err(e) => format!("{label}: cannot list: {e}\n"),
+        }
+    }
+}
+
+/// An object without its managedFields (noise in a failure message).
+fn summary<K: serde::Serialize>(object: &K) -> serde_json::Value {
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("managedFields");
+    }
+    value
+}
