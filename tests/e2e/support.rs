@@ -68,3 +68,144 @@ pub fn daemon_set(name: &str) -> DaemonSet {
 pub fn app_selector(app: &str) -> String {
     format!("app={app}")
 }
+
+// ---- mini-kcm's controllers, run by a test ----
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::discovery::ApiResource;
+use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_testkit::TestNamespace;
+
+/// mini-kcm's controller manager, scoped to one test's namespace (so tests on a shared plane, and a
+/// test that stops and restarts it, do not interfere), running in the test's runtime.
+pub struct TestManager {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), ManagerError>>,
+    pub metrics_addr: SocketAddr,
+}
+
+impl TestManager {
+    /// Installs the CRD copies (idempotent) and starts the manager for `kinds` in `ns`.
+    pub async fn start(ns: &TestNamespace, kinds: Kinds) -> Self {
+        Self::start_with(
+            ns,
+            ManagerOptions {
+                kinds,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    pub async fn start_with(ns: &TestNamespace, mut options: ManagerOptions) -> Self {
+        mini_kcm_crds::install(&ns.client)
+            .await
+            .unwrap_or_else(|e| panic!("installing the CRD copies: {e}"));
+        let config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("kube config of the plane: {e}"));
+        let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap_or_else(|e| panic!("free port: {e}"));
+        options.namespace = Some(ns.name.clone());
+        options.metrics_addr = Some(metrics_addr);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(mini_kcm_manager::run(config, options, async move {
+            let _ = stopped.await;
+        }));
+        TestManager {
+            stop,
+            task,
+            metrics_addr,
+        }
+    }
+
+    /// Graceful stop: in-flight syncs finish.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("the manager failed: {e}"),
+            Err(e) => panic!("the manager panicked: {e}"),
+        }
+    }
+
+    /// A crash: the manager's task is dropped wherever it is, mid-request included.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// The value of a metric sample (`name{labels}` as in the exposition text), 0 if absent.
+    pub async fn metric(&self, sample_prefix: &str) -> f64 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.metrics_addr)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to /metrics: {e}"));
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+            .await
+            .unwrap_or_else(|e| panic!("requesting /metrics: {e}"));
+        let mut body = String::new();
+        stream
+            .read_to_string(&mut body)
+            .await
+            .unwrap_or_else(|e| panic!("reading /metrics: {e}"));
+        body.lines()
+            .filter(|l| l.starts_with(sample_prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+pub fn family_resource(family: ApiFamily) -> ApiResource {
+    WorkloadKind::ReplicaSet.api_resource(family)
+}
+
+/// The ReplicaSets of `family` in the test's namespace.
+pub fn replica_sets(ns: &TestNamespace, family: ApiFamily) -> Api<ReplicaSetObject> {
+    Api::namespaced_with(ns.client.clone(), &ns.name, &family_resource(family))
+}
+
+/// A ReplicaSet of `family` selecting `app=<name>`.
+pub fn replica_set(name: &str, replicas: i32, family: ApiFamily) -> ReplicaSetObject {
+    let mut rs = ReplicaSetObject::new(
+        name,
+        &family_resource(family),
+        ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: selector(name),
+            template: Some(pod_template(name)),
+            ..Default::default()
+        },
+    );
+    rs.status = None;
+    rs
+}
+
+/// Active = not terminating and not finished: what a ReplicaSet counts.
+pub fn is_active(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && !matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded") | Some("Failed")
+        )
+}
+
+pub fn controller_uid(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+}
+
+/// Long enough for any convergence on a loaded 2-core machine; only reached when something is wrong.
+pub const TIMEOUT: Duration = Duration::from_secs(60);

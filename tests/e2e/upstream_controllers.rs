@@ -175,3 +175,83 @@ async fn daemon_set_gets_exactly_one_pod_per_node() {
     let expected: BTreeMap<String, usize> = ns.plane.nodes.iter().map(|n| (n.clone(), 1)).collect();
     assert_eq!(per_node, expected);
 }
+
+/// mini-kcm managing the CRD copies beside kube-controller-manager's own ReplicaSet controller, on one
+/// plane, with both ReplicaSets selecting the same labels: each keeps exactly its own pods, and neither
+/// adopts, releases or deletes the other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_run_beside_upstream_without_touching_each_other() {
+    use mini_kcm_e2e::{TestManager, controller_uid, is_active, replica_set, replica_sets};
+    use mini_kcm_runtime::kinds::ApiFamily;
+
+    let ns = TestNamespace::create(plane(), "side-by-side").await;
+    let manager = TestManager::start(&ns, mini_kcm_manager::Kinds::Copies).await;
+    // Same name and selector in both families: `app=shared`.
+    let upstream_rs = replica_sets(&ns, ApiFamily::Apps)
+        .create(
+            &PostParams::default(),
+            &replica_set("shared", 2, ApiFamily::Apps),
+        )
+        .await
+        .expect("create apps/v1 ReplicaSet");
+    let copy_rs = replica_sets(&ns, ApiFamily::Copies)
+        .create(
+            &PostParams::default(),
+            &replica_set("shared", 3, ApiFamily::Copies),
+        )
+        .await
+        .expect("create minikcm.dev ReplicaSet");
+    let upstream_uid = upstream_rs.metadata.uid.clone().expect("uid");
+    let copy_uid = copy_rs.metadata.uid.clone().expect("uid");
+    let count = |pods: &[Pod], uid: &str| {
+        pods.iter()
+            .filter(|p| is_active(p) && controller_uid(p).as_deref() == Some(uid))
+            .count()
+    };
+    let pods = ns
+        .wait_for_list(
+            &ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector("shared")),
+            "2 pods of the upstream ReplicaSet and 3 of the copy",
+            TIMEOUT,
+            |pods| {
+                count(pods, &upstream_uid) == 2
+                    && count(pods, &copy_uid) == 3
+                    && pods.iter().filter(|p| is_active(p)).count() == 5
+            },
+        )
+        .await;
+    // Scaling each side down removes only its own pods.
+    use kube::api::{Patch, PatchParams};
+    let scale_to = |n: i32| Patch::Merge(serde_json::json!({"spec": {"replicas": n}}));
+    replica_sets(&ns, ApiFamily::Apps)
+        .patch("shared", &PatchParams::default(), &scale_to(1))
+        .await
+        .expect("scale apps");
+    replica_sets(&ns, ApiFamily::Copies)
+        .patch("shared", &PatchParams::default(), &scale_to(1))
+        .await
+        .expect("scale copy");
+    let after = ns
+        .wait_for_list(
+            &ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector("shared")),
+            "1 pod on each side",
+            TIMEOUT,
+            |pods| {
+                count(pods, &upstream_uid) == 1
+                    && count(pods, &copy_uid) == 1
+                    && pods.iter().filter(|p| is_active(p)).count() == 2
+            },
+        )
+        .await;
+    // The survivors are pods each side created itself (no pod changed hands).
+    for pod in after.iter().filter(|p| is_active(p)) {
+        let before = pods
+            .iter()
+            .find(|p| p.metadata.uid == pod.metadata.uid)
+            .expect("a survivor existed before the scale-down");
+        assert_eq!(controller_uid(before), controller_uid(pod));
+    }
+    manager.stop().await;
+}

@@ -29,7 +29,7 @@ mod versions;
 pub use binaries::Binaries;
 pub use error::PlaneError;
 pub use plane::{Component, LocalPlane, PlaneInfo, PlaneOptions, UpstreamWorkloadControllers};
-pub use plane::{REPLACED_CONTROLLERS, client_from_kubeconfig};
+pub use plane::{REPLACED_CONTROLLERS, client_from_kubeconfig, config_from_kubeconfig};
 pub use ports::port_in_use;
 pub use process::ManagedProcess;
 pub use versions::VersionSet;

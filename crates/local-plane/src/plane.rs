@@ -365,7 +365,8 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, PlaneEr
     kube::Client::try_from(config).map_err(PlaneError::Client)
 }
 
-async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config, PlaneError> {
+/// The kube client configuration of the kubeconfig at `path`.
+pub async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config, PlaneError> {
     let kubeconfig =
         kube::config::Kubeconfig::read_from(path).map_err(|source| PlaneError::Kubeconfig {
             path: path.to_path_buf(),

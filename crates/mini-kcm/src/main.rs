@@ -2,8 +2,10 @@
 //!
 //! - `mini-kcm up` builds (once, cached) and runs a real local control plane with simulated nodes, in the
 //!   foreground, until Ctrl-C or SIGTERM.
+//! - `mini-kcm run` runs the controllers against the current kubeconfig or in-cluster config.
 //! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
 
+mod run;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +27,9 @@ enum Command {
     /// Run a local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)
     /// with simulated nodes on 127.0.0.1, in the foreground.
     Up(up::UpArgs),
+    /// Run the controllers against a cluster (kubeconfig or in-cluster config), like
+    /// kube-controller-manager.
+    Run(run::RunArgs),
     /// Build (or find cached) the control plane binaries and print where they are.
     BuildPlane,
 }
@@ -41,6 +46,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Up(args) => up::run(args).await,
+        Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
     };
     match result {

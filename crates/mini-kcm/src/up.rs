@@ -7,7 +7,9 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_local_plane::{
     Binaries, LocalPlane, PlaneOptions, UpstreamWorkloadControllers, VersionSet,
+    config_from_kubeconfig,
 };
+use mini_kcm_manager::{Kinds, ManagerOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which Deployment/ReplicaSet/DaemonSet controllers run against the plane.
@@ -66,39 +68,93 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         _ = sigint.recv() => anyhow::bail!("interrupted during start-up"),
         _ = sigterm.recv() => anyhow::bail!("terminated during start-up"),
     };
-    print_summary(&plane, &args);
+    let mut manager = match args.workload_controllers {
+        WorkloadControllers::Mini => match start_manager(&plane).await {
+            Ok(manager) => Some(manager),
+            Err(e) => {
+                plane.stop().await;
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    print_summary(&plane, &args, manager.as_ref());
 
     let mut health = tokio::time::interval(Duration::from_secs(1));
-    let outcome = loop {
+    let outcome: anyhow::Result<&str> = loop {
         tokio::select! {
             _ = sigint.recv() => break Ok("SIGINT"),
             _ = sigterm.recv() => break Ok("SIGTERM"),
             _ = health.tick() => {
                 if let Err(e) = plane.check_running() {
-                    break Err(e);
+                    break Err(anyhow::Error::new(e).context("a control plane component failed"));
+                }
+                if manager.as_ref().is_some_and(|m| m.task.is_finished()) {
+                    break Err(anyhow::anyhow!("the in-process controller manager stopped"));
                 }
             }
         }
     };
     match &outcome {
-        Ok(signal) => eprintln!("mini-kcm: {signal} received, stopping the control plane"),
-        Err(e) => eprintln!("mini-kcm: a component failed, stopping the control plane: {e}"),
+        Ok(signal) => eprintln!("mini-kcm: {signal} received, stopping"),
+        Err(e) => eprintln!("mini-kcm: {e:#}; stopping"),
+    }
+    if let Some(manager) = manager.take() {
+        let _ = manager.stop.send(());
+        match manager.task.await {
+            Ok(Err(e)) => eprintln!("mini-kcm: the controller manager failed: {e}"),
+            Err(e) => eprintln!("mini-kcm: the controller manager panicked: {e}"),
+            Ok(Ok(())) => {}
+        }
     }
     plane.stop().await;
     eprintln!("mini-kcm: stopped");
-    outcome.map(|_| ()).map_err(Into::into)
+    outcome.map(|_| ())
 }
 
-fn print_summary(plane: &LocalPlane, args: &UpArgs) {
+/// mini-kcm's controllers, running in this process against the plane.
+struct InProcessManager {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), mini_kcm_manager::ManagerError>>,
+    metrics_addr: std::net::SocketAddr,
+}
+
+/// Installs the CRD copies and starts the manager with `--kinds both`.
+async fn start_manager(plane: &LocalPlane) -> anyhow::Result<InProcessManager> {
+    let client = plane.client().await?;
+    mini_kcm_crds::install(&client)
+        .await
+        .context("installing the minikcm.dev CRDs")?;
+    let config = config_from_kubeconfig(plane.kubeconfig()).await?;
+    let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .context("finding a free port for /metrics")?;
+    let options = ManagerOptions {
+        kinds: Kinds::Both,
+        metrics_addr: Some(metrics_addr),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(mini_kcm_manager::run(config, options, async move {
+        let _ = stopped.await;
+    }));
+    Ok(InProcessManager {
+        stop,
+        task,
+        metrics_addr,
+    })
+}
+
+fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessManager>) {
     let info = plane.info();
     let kubeconfig = args.kubeconfig_out.as_ref().unwrap_or(&info.kubeconfig);
     let controllers = match args.workload_controllers {
-        WorkloadControllers::Mini => {
-            "mini (mini-kcm's own controllers are not built yet: nothing reconciles Deployments, \
-             ReplicaSets or DaemonSets; use --workload-controllers upstream for kube-controller-manager's)"
-        }
-        WorkloadControllers::Upstream => "upstream (kube-controller-manager's own)",
-        WorkloadControllers::None => "none",
+        WorkloadControllers::Mini => format!(
+            "mini (in this process, apps/v1 and minikcm.dev copies: ReplicaSet; metrics on http://{}/metrics)",
+            manager.map_or_else(|| "-".to_string(), |m| m.metrics_addr.to_string())
+        ),
+        WorkloadControllers::Upstream => "upstream (kube-controller-manager's own)".to_string(),
+        WorkloadControllers::None => "none".to_string(),
     };
     println!(
         "mini-kcm: control plane ready in {:.1}s (Kubernetes {}, {} nodes Ready)",

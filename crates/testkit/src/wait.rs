@@ -51,7 +51,50 @@ impl TestNamespace {
         K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone,
     {
-        let (reader, writer) = reflector::store();
+        self.wait_for_list_with(api, Default::default(), config, what, timeout, condition)
+            .await
+    }
+
+    /// [`TestNamespace::wait_for`] for dynamic kinds (e.g. the CRD copies), whose type information is
+    /// passed in.
+    pub async fn wait_for_with<K>(
+        &self,
+        api: &Api<K>,
+        dyntype: K::DynamicType,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        condition: impl Fn(Option<&K>) -> bool,
+    ) -> Option<K>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let matching = self
+            .wait_for_list_with(api, dyntype, config, what, timeout, |objects: &[K]| {
+                condition(objects.first())
+            })
+            .await;
+        matching.into_iter().next()
+    }
+
+    /// [`TestNamespace::wait_for_list`] for dynamic kinds.
+    pub async fn wait_for_list_with<K>(
+        &self,
+        api: &Api<K>,
+        dyntype: K::DynamicType,
+        config: watcher::Config,
+        what: &str,
+        timeout: Duration,
+        condition: impl Fn(&[K]) -> bool,
+    ) -> Vec<K>
+    where
+        K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        let writer = reflector::store::Writer::new(dyntype);
+        let reader = writer.as_reader();
         let mut events =
             std::pin::pin!(reflector(writer, watcher(api.clone(), config)).default_backoff());
         let mut last_error = None;

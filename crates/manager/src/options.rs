@@ -1,0 +1,122 @@
+//! The manager's options (the flags of `mini-kcm run`), with kube-controller-manager's defaults.
+
+use std::net::SocketAddr;
+
+use mini_kcm_runtime::kinds::ApiFamily;
+
+/// Which API families to manage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kinds {
+    /// `apps/v1` only (instead of kube-controller-manager's controllers).
+    Apps,
+    /// The `minikcm.dev` CRD copies only (safe beside kube-controller-manager).
+    Copies,
+    Both,
+}
+
+impl Kinds {
+    pub fn families(self) -> Vec<ApiFamily> {
+        match self {
+            Kinds::Apps => vec![ApiFamily::Apps],
+            Kinds::Copies => vec![ApiFamily::Copies],
+            Kinds::Both => vec![ApiFamily::Apps, ApiFamily::Copies],
+        }
+    }
+}
+
+/// The controllers mini-kcm has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControllerName {
+    ReplicaSet,
+}
+
+impl ControllerName {
+    pub const ALL: [ControllerName; 1] = [ControllerName::ReplicaSet];
+
+    /// The name in `--controllers` (kube-controller-manager's short names).
+    pub fn name(self) -> &'static str {
+        match self {
+            ControllerName::ReplicaSet => "replicaset",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    pub kinds: Kinds,
+    /// kube-controller-manager syntax: `*` (all), names, `-name` to disable; e.g. `*,-replicaset`.
+    pub controllers: Vec<String>,
+    /// Manage only this namespace (informers are scoped to it).
+    pub namespace: Option<String>,
+    pub concurrent_replicaset_syncs: usize,
+    pub concurrent_deployment_syncs: usize,
+    pub concurrent_daemonset_syncs: usize,
+    /// Per controller client, like kube-controller-manager's `--kube-api-qps` / `--kube-api-burst`.
+    pub kube_api_qps: f32,
+    pub kube_api_burst: u32,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        ManagerOptions {
+            kinds: Kinds::Both,
+            controllers: vec!["*".to_string()],
+            namespace: None,
+            concurrent_replicaset_syncs: 5,
+            concurrent_deployment_syncs: 5,
+            concurrent_daemonset_syncs: 2,
+            kube_api_qps: 20.0,
+            kube_api_burst: 30,
+            metrics_addr: None,
+        }
+    }
+}
+
+impl ManagerOptions {
+    /// Whether `controller` is enabled by `--controllers` (later entries win, `*` enables all).
+    pub fn enabled(&self, controller: ControllerName) -> bool {
+        let mut on = false;
+        for entry in &self.controllers {
+            let entry = entry.trim();
+            if entry == "*" {
+                on = true;
+            } else if let Some(name) = entry.strip_prefix('-') {
+                if name == controller.name() || name == format!("{}-controller", controller.name())
+                {
+                    on = false;
+                }
+            } else if entry == controller.name()
+                || entry == format!("{}-controller", controller.name())
+            {
+                on = true;
+            }
+        }
+        on
+    }
+
+    pub fn enabled_controllers(&self) -> Vec<ControllerName> {
+        ControllerName::ALL
+            .into_iter()
+            .filter(|c| self.enabled(*c))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_flag_follows_kube_controller_manager_syntax() {
+        let with = |list: &[&str]| ManagerOptions {
+            controllers: list.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        assert!(with(&["*"]).enabled(ControllerName::ReplicaSet));
+        assert!(!with(&["*", "-replicaset"]).enabled(ControllerName::ReplicaSet));
+        assert!(!with(&["*", "-replicaset-controller"]).enabled(ControllerName::ReplicaSet));
+        assert!(with(&["replicaset"]).enabled(ControllerName::ReplicaSet));
+        assert!(!with(&[]).enabled(ControllerName::ReplicaSet));
+    }
+}

@@ -1,0 +1,266 @@
+//! What one sync should do about the number of pods (pure; upstream's `manageReplicas` decisions).
+//!
+//! Kept apart from the API calls so the decision can be tested, logged and explained on its own: the
+//! sync computes a [`ReplicaPlan`] from a snapshot of the caches, logs it, then executes it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::pods::ranking::{
+    RankedPod, deletion_reason, is_pod_active, sort_for_deletion,
+};
+
+/// The decision of one sync.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplicaPlan {
+    /// As many active pods as wanted.
+    Steady,
+    /// Create `count` pods (at most the burst) because there are `active` of `desired`.
+    Create {
+        count: usize,
+        active: usize,
+        desired: usize,
+    },
+    /// Delete these pods, each with why it was chosen before the pods that stay.
+    Delete {
+        pods: Vec<(Arc<Pod>, String)>,
+        active: usize,
+        desired: usize,
+    },
+}
+
+/// Decides creations or deletions for a ReplicaSet that wants `desired` pods and has the `active` claimed
+/// pods. `related` are the active pods of every ReplicaSet with the same controller (a Deployment's
+/// ReplicaSets), used to prefer deleting pods on crowded nodes. At most `burst` pods per sync.
+pub fn plan_replicas(
+    desired: usize,
+    active: &[Arc<Pod>],
+    related: &[Arc<Pod>],
+    burst: usize,
+    now: Timestamp,
+) -> ReplicaPlan {
+    let have = active.len();
+    if have < desired {
+        return ReplicaPlan::Create {
+            count: (desired - have).min(burst),
+            active: have,
+            desired,
+        };
+    }
+    if have == desired {
+        return ReplicaPlan::Steady;
+    }
+    let diff = (have - desired).min(burst);
+    ReplicaPlan::Delete {
+        pods: pods_to_delete(active, related, diff, now),
+        active: have,
+        desired,
+    }
+}
+
+/// The `diff` pods to delete first: ranked by upstream's `ActivePodsWithRanks` (rank = active related
+/// pods on the same node) unless every pod goes anyway. Each comes with the rule that put it ahead of the
+/// first pod that stays.
+fn pods_to_delete(
+    active: &[Arc<Pod>],
+    related: &[Arc<Pod>],
+    diff: usize,
+    now: Timestamp,
+) -> Vec<(Arc<Pod>, String)> {
+    if diff >= active.len() {
+        return active
+            .iter()
+            .map(|p| (p.clone(), "every pod goes".to_string()))
+            .collect();
+    }
+    let mut on_node: HashMap<&str, usize> = HashMap::new();
+    for pod in related.iter().filter(|p| is_pod_active(p)) {
+        *on_node.entry(node_of(pod)).or_default() += 1;
+    }
+    let mut ranked: Vec<RankedPod<'_>> = active
+        .iter()
+        .map(|pod| RankedPod {
+            pod,
+            rank: on_node.get(node_of(pod)).copied().unwrap_or(0),
+        })
+        .collect();
+    sort_for_deletion(&mut ranked, Some(now));
+    let first_kept = ranked[diff];
+    ranked[..diff]
+        .iter()
+        .map(|chosen| {
+            let why = deletion_reason(*chosen, first_kept, Some(now)).map_or_else(
+                || "tied with the pods that stay (any of them could go)".to_string(),
+                |r| r.to_string(),
+            );
+            let pod = active
+                .iter()
+                .find(|p| std::ptr::eq(p.as_ref(), chosen.pod))
+                .cloned()
+                .unwrap_or_else(|| Arc::new(chosen.pod.clone()));
+            (pod, why)
+        })
+        .collect()
+}
+
+fn node_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    fn pod(
+        name: &str,
+        node: Option<&str>,
+        phase: &str,
+        ready: bool,
+        cost: Option<&str>,
+    ) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(format!("uid-{name}")),
+                creation_timestamp: Some(Time(Timestamp::from_second(100).unwrap())),
+                annotations: cost.map(|c| {
+                    BTreeMap::from([(
+                        "controller.kubernetes.io/pod-deletion-cost".to_string(),
+                        c.to_string(),
+                    )])
+                }),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: node.map(str::to_string),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    last_transition_time: Some(Time(Timestamp::from_second(200).unwrap())),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+        })
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(10_000).unwrap()
+    }
+
+    #[test]
+    fn too_few_pods_creates_the_difference_capped_by_the_burst() {
+        let pods = vec![pod("a", Some("n1"), "Running", true, None)];
+        assert_eq!(
+            plan_replicas(3, &pods, &pods, 500, now()),
+            ReplicaPlan::Create {
+                count: 2,
+                active: 1,
+                desired: 3
+            }
+        );
+        // Upstream's TestControllerBurstReplicas: never more than the burst in one sync.
+        assert_eq!(
+            plan_replicas(1000, &[], &[], 500, now()),
+            ReplicaPlan::Create {
+                count: 500,
+                active: 0,
+                desired: 1000
+            }
+        );
+        assert_eq!(
+            plan_replicas(1, &pods, &pods, 500, now()),
+            ReplicaPlan::Steady
+        );
+    }
+
+    /// Upstream's TestGetPodsToDelete: earlier lifecycle stages go first.
+    #[test]
+    fn deletes_unscheduled_then_pending_then_not_ready_first() {
+        let running = pod("running", Some("n1"), "Running", true, None);
+        let not_ready = pod("not-ready", Some("n1"), "Running", false, None);
+        let pending = pod("pending", Some("n1"), "Pending", false, None);
+        let unscheduled = pod("unscheduled", None, "Pending", false, None);
+        let all = vec![
+            running.clone(),
+            not_ready.clone(),
+            pending.clone(),
+            unscheduled.clone(),
+        ];
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, &all, 500, now()) else {
+            panic!("expected deletions");
+        };
+        let names: Vec<_> = pods
+            .iter()
+            .map(|(p, _)| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, vec!["unscheduled", "pending", "not-ready"]);
+        assert_eq!(pods[0].1, "unscheduled");
+    }
+
+    /// Upstream's TestRelatedPodsLookup / ranking by related pods on the same node, and deletion cost.
+    #[test]
+    fn prefers_crowded_nodes_and_lower_deletion_cost() {
+        let lonely = pod("lonely", Some("n1"), "Running", true, None);
+        let crowded = pod("crowded", Some("n2"), "Running", true, None);
+        let sibling = pod("sibling-of-other-rs", Some("n2"), "Running", true, None);
+        let active = vec![lonely.clone(), crowded.clone()];
+        let related = vec![lonely.clone(), crowded.clone(), sibling];
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, &related, 500, now())
+        else {
+            panic!("expected a deletion");
+        };
+        assert_eq!(pods[0].0.metadata.name.as_deref(), Some("crowded"));
+        assert!(
+            pods[0].1.contains("more pods of related ReplicaSets"),
+            "{}",
+            pods[0].1
+        );
+
+        let cheap = pod("cheap", Some("n1"), "Running", true, Some("-10"));
+        let crowded_costly = pod("costly", Some("n2"), "Running", true, Some("100"));
+        let active = vec![crowded_costly.clone(), cheap.clone()];
+        let related = vec![
+            crowded_costly,
+            cheap,
+            pod("x", Some("n2"), "Running", true, None),
+        ];
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, &related, 500, now())
+        else {
+            panic!("expected a deletion");
+        };
+        assert_eq!(pods[0].0.metadata.name.as_deref(), Some("cheap"));
+        assert!(pods[0].1.contains("deletion cost"), "{}", pods[0].1);
+    }
+
+    #[test]
+    fn scaling_to_zero_deletes_everything_without_ranking() {
+        let all = vec![
+            pod("a", Some("n1"), "Running", true, None),
+            pod("b", None, "Pending", false, None),
+        ];
+        let ReplicaPlan::Delete {
+            pods,
+            active,
+            desired,
+        } = plan_replicas(0, &all, &all, 500, now())
+        else {
+            panic!("expected deletions");
+        };
+        assert_eq!((pods.len(), active, desired), (2, 2, 0));
+    }
+}

@@ -1,0 +1,335 @@
+//! One sync of one ReplicaSet (upstream's `syncReplicaSet`):
+//!
+//! 1. skip while the caches have not caught up with our own writes (read-your-own-writes);
+//! 2. read the ReplicaSet and its candidate pods (owned + namespace orphans, from the pod index);
+//! 3. claim: keep / adopt / release pods by the selector;
+//! 4. if the expectations are satisfied and the ReplicaSet is not being deleted: plan and execute
+//!    creations or deletions;
+//! 5. compute and write the status; requeue precisely for pods that will become available.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::kinds::{
+    CONTROLLER_UID_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
+};
+use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim, is_not_found};
+use mini_kcm_runtime::pods::control::error_message;
+use mini_kcm_runtime::pods::ranking::{
+    is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
+};
+use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
+
+use crate::controller::ReplicaSetController;
+use crate::plan::{ReplicaPlan, plan_replicas};
+use crate::status::{ManageFailure, calculate_status, update_status};
+
+/// Why a sync failed; the key is requeued with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("the {kind} cache has not yet observed this controller's own writes")]
+    StaleCache { kind: &'static str },
+    #[error("malformed key {0:?}")]
+    BadKey(String),
+    #[error("claiming pods: {0}")]
+    Claim(#[from] ClaimError),
+    #[error("{0}")]
+    Manage(String),
+    #[error("updating the status: {0}")]
+    Status(#[source] kube::Error),
+}
+
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {
+    fn is_expected(&self) -> bool {
+        matches!(self, SyncError::StaleCache { .. })
+    }
+}
+
+impl ReplicaSetController {
+    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let s = &self.inner;
+        let started = std::time::Instant::now();
+        if !s.consistency.is_ready(key) {
+            s.metrics
+                .stale_sync_skips
+                .with_label_values(&[s.resource.group.as_str(), "replicasets"])
+                .inc();
+            return Err(SyncError::StaleCache {
+                kind: "ReplicaSet or Pod",
+            });
+        }
+        let (namespace, name) = key
+            .split_once('/')
+            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
+        let Some(rs) = s.replica_sets.get(namespace, name) else {
+            tracing::debug!("ReplicaSet is gone; forgetting its expectations");
+            s.consistency.clear(key);
+            s.expectations.delete_expectations(key);
+            return Ok(());
+        };
+        let needs_sync = s.expectations.satisfied_expectations(key);
+        let selector = match Selector::from_label_selector(&rs.spec.selector) {
+            Ok(selector) => selector,
+            Err(e) => {
+                // The API server validates selectors; a bad one here would fail every sync alike.
+                tracing::error!(error = %e, "invalid selector; not syncing");
+                return Ok(());
+            }
+        };
+
+        // Snapshot: this ReplicaSet's pods and the namespace's orphans.
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let candidates = pods_for_owner(&s.pods, namespace, &uid);
+        let active: Vec<Arc<Pod>> = candidates
+            .iter()
+            .filter(|p| is_pod_active(p))
+            .cloned()
+            .collect();
+        let owner = OwnerInfo::of(rs.as_ref(), &s.resource);
+        let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
+        let sets_api: Api<ReplicaSetObject> =
+            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+        let labels_match = |pod: &Pod| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| selector.matches(labels))
+        };
+        let recheck_owner = async || -> Result<(), ClaimError> {
+            // An uncached read: never adopt for an owner that is gone or being deleted.
+            let cannot = |reason: String| ClaimError::CannotAdopt {
+                owner: key.to_string(),
+                reason,
+            };
+            let fresh = sets_api
+                .get(name)
+                .await
+                .map_err(|e| cannot(e.to_string()))?;
+            if fresh.metadata.uid.as_deref() != Some(uid.as_str()) {
+                return Err(cannot(format!(
+                    "original ReplicaSet {key} is gone: got uid {:?}, wanted {uid}",
+                    fresh.metadata.uid
+                )));
+            }
+            if fresh.metadata.deletion_timestamp.is_some() {
+                return Err(cannot(format!("ReplicaSet {key} is being deleted")));
+            }
+            Ok(())
+        };
+        let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
+            .await?
+            .claimed;
+        let terminating = candidates
+            .iter()
+            .filter(|p| is_pod_terminating(p))
+            .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()) && labels_match(p))
+            .count();
+
+        let mut failure = None;
+        if needs_sync && !owner.deleting {
+            let desired = usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0);
+            let related = self.related_pods(&rs);
+            let plan = plan_replicas(
+                desired,
+                &claimed,
+                &related,
+                s.options.burst_replicas,
+                Timestamp::now(),
+            );
+            failure = self.execute(key, &rs, &owner, plan).await;
+        }
+
+        let now = Timestamp::now();
+        let status = calculate_status(&rs, &claimed, terminating, failure.as_ref(), now);
+        let stored = update_status(&sets_api, &rs, status)
+            .await
+            .map_err(SyncError::Status)?;
+        if stored.metadata.resource_version != rs.metadata.resource_version {
+            s.consistency.record_write(
+                key,
+                "ReplicaSet",
+                stored.metadata.resource_version.as_deref(),
+            );
+        }
+        tracing::debug!(elapsed = ?started.elapsed(), "synced");
+        if let Some(failure) = failure {
+            return Err(SyncError::Manage(failure.message));
+        }
+
+        // Pods that are Ready but not yet available become so at a known moment: sync again then.
+        let min_ready = stored.spec.min_ready_seconds.unwrap_or(0);
+        let stored_status = stored.status.unwrap_or_default();
+        if min_ready > 0 && stored_status.ready_replicas != stored_status.available_replicas {
+            let fallback = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
+            let delay = next_availability_check_since_evaluation(
+                claimed.iter().map(AsRef::as_ref),
+                min_ready,
+                now,
+                Timestamp::now(),
+            )
+            .unwrap_or(fallback);
+            s.queue.add_after(key.to_string(), delay);
+        }
+        Ok(())
+    }
+
+    /// Active pods of every ReplicaSet sharing this one's controller (a Deployment's ReplicaSets), for
+    /// ranking deletions by crowding on nodes. Empty when the ReplicaSet has no controller.
+    fn related_pods(&self, rs: &ReplicaSetObject) -> Vec<Arc<Pod>> {
+        let s = &self.inner;
+        let Some(controller) = controller_uid(&rs.metadata) else {
+            return Vec::new();
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut related = Vec::new();
+        for sibling in s.replica_sets.by_index(CONTROLLER_UID_INDEX, controller) {
+            let Some(sibling_uid) = sibling.metadata.uid.as_deref() else {
+                continue;
+            };
+            for pod in s
+                .pods
+                .by_index(mini_kcm_runtime::kinds::POD_CONTROLLER_INDEX, sibling_uid)
+            {
+                if seen.insert(pod.metadata.uid.clone()) {
+                    related.push(pod);
+                }
+            }
+        }
+        related
+    }
+
+    /// Carries out a plan; returns the failure for the `ReplicaFailure` condition, if any.
+    async fn execute(
+        &self,
+        key: &str,
+        rs: &ReplicaSetObject,
+        owner: &OwnerInfo,
+        plan: ReplicaPlan,
+    ) -> Option<ManageFailure> {
+        let s = &self.inner;
+        let regarding = object_reference(rs, &s.resource);
+        match plan {
+            ReplicaPlan::Steady => None,
+            ReplicaPlan::Create {
+                count,
+                active,
+                desired,
+            } => {
+                tracing::info!(
+                    "too few replicas: {active} active of {desired} desired, creating {count} pod(s)"
+                );
+                s.expectations.expect_creations(key, count);
+                let template = rs.spec.template.clone().unwrap_or_default();
+                let (created, error) =
+                    slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, |_| {
+                        self.create_one(key, &template, owner, &regarding)
+                    })
+                    .await;
+                // Creations never attempted (or failed) will not be observed: stop waiting for them.
+                for _ in created..count {
+                    s.expectations.creation_observed(key);
+                }
+                error.map(|message| {
+                    tracing::warn!(created, wanted = count, "creating pods failed: {message}");
+                    ManageFailure {
+                        reason: "FailedCreate",
+                        message,
+                    }
+                })
+            }
+            ReplicaPlan::Delete {
+                pods,
+                active,
+                desired,
+            } => {
+                tracing::info!(
+                    "too many replicas: {active} active of {desired} desired, deleting {} pod(s)",
+                    pods.len()
+                );
+                let pod_keys = pods.iter().map(|(p, _)| pod_key(p)).collect();
+                // Expect the deletions before issuing them, so their events are counted exactly once.
+                s.expectations.expect_deletions(key, pod_keys);
+                let regarding = &regarding;
+                let deletions = pods.iter().map(|(pod, why)| async move {
+                    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+                    tracing::info!(
+                        pod = pod_name,
+                        "deleting pod {pod_name}: ranked first because {why}"
+                    );
+                    self.delete_one(key, pod, regarding).await
+                });
+                let first_error = join_all(deletions).await.into_iter().find_map(Result::err);
+                first_error.map(|message| ManageFailure {
+                    reason: "FailedDelete",
+                    message,
+                })
+            }
+        }
+    }
+
+    async fn create_one(
+        &self,
+        key: &str,
+        template: &k8s_openapi::api::core::v1::PodTemplateSpec,
+        owner: &OwnerInfo,
+        regarding: &ObjectReference,
+    ) -> Result<(), String> {
+        let s = &self.inner;
+        match s.pod_control.create(template, owner, regarding).await {
+            Ok(pod) => {
+                s.consistency
+                    .record_write(key, "Pod", pod.metadata.resource_version.as_deref());
+                Ok(())
+            }
+            // Every creation in a terminating namespace fails; that is not our failure.
+            Err(e) if e.is_namespace_terminating() => Ok(()),
+            Err(e) => Err(e.message()),
+        }
+    }
+
+    async fn delete_one(
+        &self,
+        key: &str,
+        pod: &Pod,
+        regarding: &ObjectReference,
+    ) -> Result<(), String> {
+        let s = &self.inner;
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        match s.pod_control.delete(namespace, name, regarding).await {
+            Ok(terminating) => {
+                if let Some(pod) = terminating {
+                    s.consistency.record_write(
+                        key,
+                        "Pod",
+                        pod.metadata.resource_version.as_deref(),
+                    );
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The informer will not observe this deletion: stop waiting for it.
+                s.expectations.deletion_observed(key, &pod_key(pod));
+                if is_not_found(&e) {
+                    Ok(())
+                } else {
+                    Err(error_message(&e))
+                }
+            }
+        }
+    }
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}

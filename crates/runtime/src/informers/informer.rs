@@ -1,0 +1,384 @@
+//! One kind's informer: list+watch into a cache, indexes, and change handlers.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::store::{IndexFn, ObjectKey, Store, key_of};
+
+/// A change to one cached object, as handlers see it.
+#[derive(Debug)]
+pub enum Change<K> {
+    Added(Arc<K>),
+    Updated {
+        old: Arc<K>,
+        new: Arc<K>,
+    },
+    /// The last state the informer knew. For an object that vanished while the watch was down, this is
+    /// the state before the outage (client-go's `DeletedFinalStateUnknown`).
+    Deleted(Arc<K>),
+}
+
+type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
+
+/// A named secondary index of an informer.
+pub struct Indexer<K> {
+    pub(crate) name: &'static str,
+    pub(crate) index_fn: IndexFn<K>,
+}
+
+impl<K> Indexer<K> {
+    pub fn new(name: &'static str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
+        Indexer {
+            name,
+            index_fn: Arc::new(f),
+        }
+    }
+}
+
+/// The index every informer has: objects by namespace (so "list a namespace" is not a full scan).
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// One kind's shared cache. Cheap to clone; all clones share the cache, handlers and watch.
+pub struct Informer<K: Resource> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: Resource> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<K: Resource> {
+    api: Api<K>,
+    kind: String,
+    store: RwLock<Store<K>>,
+    handlers: RwLock<Vec<Handler<K>>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    /// The highest resourceVersion delivered by the watch so far: every write with a resourceVersion at or
+    /// below it is reflected in the cache (a watch delivers events in resourceVersion order).
+    observed_resource_version: AtomicU64,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    pub(crate) fn new(api: Api<K>, kind: String, indexers: Vec<Indexer<K>>) -> Self {
+        let mut index_fns: HashMap<&'static str, IndexFn<K>> =
+            indexers.into_iter().map(|i| (i.name, i.index_fn)).collect();
+        index_fns.insert(
+            NAMESPACE_INDEX,
+            Arc::new(|o: &K| o.meta().namespace.clone().into_iter().collect()),
+        );
+        let (synced, _) = tokio::sync::watch::channel(false);
+        Informer {
+            inner: Arc::new(Inner {
+                api,
+                kind,
+                store: RwLock::new(Store::new(index_fns)),
+                handlers: RwLock::new(Vec::new()),
+                synced,
+                observed_resource_version: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<K: Resource> Informer<K> {
+    /// Registers a change handler. Handlers run on the informer's task, after the cache is updated, so
+    /// they must be quick (enqueue keys, update expectations). Register before the informer runs: a
+    /// late handler does not see the objects listed before it was added.
+    pub fn add_handler(&self, handler: impl Fn(&Change<K>) + Send + Sync + 'static) {
+        if let Ok(mut handlers) = self.inner.handlers.write() {
+            handlers.push(Arc::new(handler));
+        }
+    }
+
+    /// The kind this informer watches (for logs).
+    pub fn kind(&self) -> &str {
+        &self.inner.kind
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.get_by_key(&format!("{namespace}/{name}"))
+    }
+
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.read(|s| s.get(key))
+    }
+
+    /// Every cached object (a full scan: for startup and tests, not for syncs).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.read(|s| s.values().cloned().collect())
+    }
+
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.by_index(NAMESPACE_INDEX, namespace)
+    }
+
+    /// Objects filed under `value` in the index `index`.
+    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.read(|s| {
+            debug_assert!(s.has_index(index), "unknown index {index}");
+            s.by_index(index, value)
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.read(|s| s.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn has_synced(&self) -> bool {
+        *self.inner.synced.borrow()
+    }
+
+    /// Waits until the first full list is in the cache.
+    pub async fn wait_for_sync(&self) {
+        let mut rx = self.inner.synced.subscribe();
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// See [`Inner::observed_resource_version`].
+    pub fn observed_resource_version(&self) -> u64 {
+        self.inner.observed_resource_version.load(Ordering::Acquire)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Store<K>) -> T) -> T {
+        // A poisoned lock means a handler panicked mid-update; the data is still a valid map.
+        let guard = self
+            .inner
+            .store
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&guard)
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut Store<K>) -> T) -> T {
+        let mut guard = self
+            .inner
+            .store
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    fn notify(&self, changes: &[Change<K>]) {
+        let handlers: Vec<Handler<K>> = self
+            .inner
+            .handlers
+            .read()
+            .map(|h| h.clone())
+            .unwrap_or_default();
+        for change in changes {
+            for handler in &handlers {
+                handler(change);
+            }
+        }
+    }
+
+    fn observe(&self, object: &K) {
+        if let Some(rv) = object
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok())
+        {
+            self.inner
+                .observed_resource_version
+                .fetch_max(rv, Ordering::AcqRel);
+        }
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Lists and watches until the process ends (the watch restarts with backoff on errors).
+    pub async fn run(self) {
+        // `any_semantic`: the first list may come from the API server's watch cache, as client-go's does.
+        let config = watcher::Config::default().any_semantic();
+        let mut events = std::pin::pin!(watcher(self.inner.api.clone(), config).default_backoff());
+        let mut relist: Option<HashMap<ObjectKey, Arc<K>>> = None;
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
+                Ok(watcher::Event::InitApply(object)) => {
+                    let object = strip(object);
+                    self.observe(&object);
+                    relist
+                        .get_or_insert_with(HashMap::new)
+                        .insert(key_of(&object), Arc::new(object));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let listed = relist.take().unwrap_or_default();
+                    let changes = self.replace(listed);
+                    if !self.has_synced() {
+                        tracing::debug!(kind = %self.inner.kind, objects = self.len(), "informer synced");
+                    }
+                    self.inner.synced.send_replace(true);
+                    self.notify(&changes);
+                }
+                Ok(watcher::Event::Apply(object)) => {
+                    let object = Arc::new(strip(object));
+                    self.observe(&object);
+                    let key = key_of(object.as_ref());
+                    let change = match self.write(|s| s.upsert(key, object.clone())) {
+                        Some(old) => Change::Updated { old, new: object },
+                        None => Change::Added(object),
+                    };
+                    self.notify(&[change]);
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    self.observe(&object);
+                    let key = key_of(&object);
+                    let last = self
+                        .write(|s| s.remove(&key))
+                        .unwrap_or_else(|| Arc::new(strip(object)));
+                    self.notify(&[Change::Deleted(last)]);
+                }
+                Err(e) => {
+                    tracing::warn!(kind = %self.inner.kind, error = %e, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// Swaps in a fresh list and returns what changed relative to the old cache, including objects that
+    /// disappeared while the watch was down.
+    fn replace(&self, listed: HashMap<ObjectKey, Arc<K>>) -> Vec<Change<K>> {
+        self.write(|store| {
+            let mut changes = Vec::new();
+            let vanished: Vec<ObjectKey> = store
+                .keys()
+                .filter(|k| !listed.contains_key(*k))
+                .cloned()
+                .collect();
+            for key in vanished {
+                if let Some(old) = store.remove(&key) {
+                    changes.push(Change::Deleted(old));
+                }
+            }
+            for (key, object) in listed {
+                match store.upsert(key, object.clone()) {
+                    None => changes.push(Change::Added(object)),
+                    Some(old) if old.meta().resource_version != object.meta().resource_version => {
+                        changes.push(Change::Updated { old, new: object })
+                    }
+                    Some(_) => {}
+                }
+            }
+            changes
+        })
+    }
+}
+
+/// managedFields are large and no controller reads them: drop them before caching.
+fn strip<K: Resource>(mut object: K) -> K {
+    object.meta_mut().managed_fields = None;
+    object
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ObjectMeta;
+    use std::sync::Mutex;
+
+    fn pod(name: &str, rv: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn informer() -> Informer<Pod> {
+        // A client that is never used: `replace` and handlers are tested without a watch.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        Informer::new(Api::all(client), "Pod".into(), Vec::new())
+    }
+
+    #[tokio::test]
+    async fn relist_reports_adds_updates_and_vanished_objects() {
+        let informer = informer();
+        let first = informer.replace(HashMap::from([
+            ("ns/a".to_string(), pod("a", "1")),
+            ("ns/b".to_string(), pod("b", "2")),
+        ]));
+        assert_eq!(first.len(), 2);
+        assert!(first.iter().all(|c| matches!(c, Change::Added(_))));
+
+        // b was deleted and a updated while the watch was down; c is new; nothing about d.
+        let second = informer.replace(HashMap::from([
+            ("ns/a".to_string(), pod("a", "5")),
+            ("ns/c".to_string(), pod("c", "6")),
+        ]));
+        let mut seen: Vec<String> = second
+            .iter()
+            .map(|c| match c {
+                Change::Added(p) => format!("added {}", p.metadata.name.clone().unwrap()),
+                Change::Updated { old, new } => format!(
+                    "updated {} {}->{}",
+                    new.metadata.name.clone().unwrap(),
+                    old.metadata.resource_version.clone().unwrap(),
+                    new.metadata.resource_version.clone().unwrap()
+                ),
+                Change::Deleted(p) => format!("deleted {}", p.metadata.name.clone().unwrap()),
+            })
+            .collect();
+        seen.sort();
+        assert_eq!(seen, vec!["added c", "deleted b", "updated a 1->5"]);
+        assert_eq!(informer.list_namespace("ns").len(), 2);
+
+        // An unchanged relist reports nothing.
+        let third = informer.replace(HashMap::from([
+            ("ns/a".to_string(), pod("a", "5")),
+            ("ns/c".to_string(), pod("c", "6")),
+        ]));
+        assert!(third.is_empty());
+    }
+
+    #[tokio::test]
+    async fn handlers_see_every_change_in_order() {
+        let informer = informer();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        informer.add_handler(move |c: &Change<Pod>| {
+            let tag = match c {
+                Change::Added(_) => "add",
+                Change::Updated { .. } => "update",
+                Change::Deleted(_) => "delete",
+            };
+            sink.lock().unwrap().push(tag);
+        });
+        let changes = informer.replace(HashMap::from([("ns/a".to_string(), pod("a", "1"))]));
+        informer.notify(&changes);
+        let changes = informer.replace(HashMap::new());
+        informer.notify(&changes);
+        assert_eq!(*log.lock().unwrap(), vec!["add", "delete"]);
+        informer.observe(pod("a", "42").as_ref());
+        informer.observe(pod("a", "7").as_ref());
+        assert_eq!(informer.observed_resource_version(), 42);
+    }
+}

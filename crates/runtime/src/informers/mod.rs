@@ -1,0 +1,21 @@
+//! Shared informers: one list+watch per kind, a local cache every controller reads, and change
+//! notifications fanned out to every controller that registered a handler.
+//!
+//! Why: a controller-manager runs several controllers that look at the same objects (the ReplicaSet
+//! and DaemonSet controllers both watch pods; the Deployment and ReplicaSet controllers both watch
+//! ReplicaSets). Watching once and sharing the cache keeps the API server's load independent of how many
+//! controllers run, and gives every controller the same consistent view.
+//!
+//! - [`Informer`]: one kind's cache with indexes ([`Indexer`]), listers and change handlers.
+//! - [`SharedInformers`]: hands out the one [`Informer`] per kind and scope, so two controllers asking for
+//!   pods get the same watch.
+//! - [`Change`]: what handlers see: added, updated (old and new), deleted. Deletions that happened while
+//!   the watch was down are found when the informer relists, and reported as [`Change::Deleted`] too.
+
+mod factory;
+mod informer;
+mod store;
+
+pub use factory::{SharedInformers, Watched};
+pub use informer::{Change, Indexer, Informer};
+pub use store::ObjectKey;

@@ -1,0 +1,162 @@
+//! The cache behind an informer: objects by `namespace/name`, plus secondary indexes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::Resource;
+
+/// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects (client-go's
+/// `MetaNamespaceKeyFunc`). Also the work-queue key of the controllers.
+pub type ObjectKey = String;
+
+/// The cache key of an object.
+pub fn key_of<K: Resource>(object: &K) -> ObjectKey {
+    let meta = object.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}
+
+/// A secondary index: a function from an object to the index values it is filed under.
+pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+pub(crate) struct Store<K> {
+    objects: HashMap<ObjectKey, Arc<K>>,
+    index_fns: HashMap<&'static str, IndexFn<K>>,
+    indexes: HashMap<&'static str, HashMap<String, HashSet<ObjectKey>>>,
+}
+
+impl<K: Resource> Store<K> {
+    pub(crate) fn new(index_fns: HashMap<&'static str, IndexFn<K>>) -> Self {
+        let indexes = index_fns
+            .keys()
+            .map(|name| (*name, HashMap::new()))
+            .collect();
+        Store {
+            objects: HashMap::new(),
+            index_fns,
+            indexes,
+        }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects.get(key).cloned()
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.keys()
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<K>> {
+        self.objects.values()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Inserts or replaces; returns the previous version.
+    pub(crate) fn upsert(&mut self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
+        let old = self.objects.insert(key.clone(), object.clone());
+        if let Some(old) = &old {
+            self.unindex(&key, old);
+        }
+        self.index(&key, &object);
+        old
+    }
+
+    pub(crate) fn remove(&mut self, key: &str) -> Option<Arc<K>> {
+        let old = self.objects.remove(key)?;
+        self.unindex(key, &old);
+        Some(old)
+    }
+
+    /// Keys filed under `value` in index `index` (empty for an unknown index).
+    pub(crate) fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.indexes
+            .get(index)
+            .and_then(|values| values.get(value))
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| self.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn has_index(&self, index: &str) -> bool {
+        self.indexes.contains_key(index)
+    }
+
+    fn index(&mut self, key: &str, object: &K) {
+        for (name, index_fn) in &self.index_fns {
+            let Some(values) = self.indexes.get_mut(name) else {
+                continue;
+            };
+            for value in index_fn(object) {
+                values.entry(value).or_default().insert(key.to_string());
+            }
+        }
+    }
+
+    fn unindex(&mut self, key: &str, object: &K) {
+        for (name, index_fn) in &self.index_fns {
+            let Some(values) = self.indexes.get_mut(name) else {
+                continue;
+            };
+            for value in index_fn(object) {
+                if let Some(keys) = values.get_mut(&value) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        values.remove(&value);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ObjectMeta;
+
+    fn pod(ns: &str, name: &str, node: &str) -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn indexes_follow_updates_and_removals() {
+        let by_node: IndexFn<Pod> = Arc::new(|p: &Pod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .into_iter()
+                .collect()
+        });
+        let mut store = Store::new(HashMap::from([("node", by_node)]));
+        store.upsert("a/p1".into(), pod("a", "p1", "n1"));
+        store.upsert("a/p2".into(), pod("a", "p2", "n1"));
+        assert_eq!(store.by_index("node", "n1").len(), 2);
+        store.upsert("a/p1".into(), pod("a", "p1", "n2"));
+        assert_eq!(store.by_index("node", "n1").len(), 1);
+        assert_eq!(store.by_index("node", "n2").len(), 1);
+        store.remove("a/p2");
+        assert!(store.by_index("node", "n1").is_empty());
+        assert_eq!(key_of(pod("a", "p1", "n").as_ref()), "a/p1");
+    }
+}

@@ -1,0 +1,188 @@
+//! The workload kinds and their two API families.
+//!
+//! Every controller handles `apps/v1` objects and their CRD copies in `minikcm.dev/v1` with ONE code
+//! path: objects are `kube::api::Object<Spec, Status>` (spec and status types from k8s-openapi, identical
+//! in both families) and the family only decides the runtime [`ApiResource`].
+
+use k8s_openapi::api::apps::v1::{
+    DaemonSetSpec, DaemonSetStatus, DeploymentSpec, DeploymentStatus, ReplicaSetSpec,
+    ReplicaSetStatus,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Object;
+use kube::discovery::ApiResource;
+
+use crate::informers::{Indexer, Informer, SharedInformers};
+
+/// A ReplicaSet of either family.
+pub type ReplicaSetObject = Object<ReplicaSetSpec, ReplicaSetStatus>;
+/// A Deployment of either family.
+pub type DeploymentObject = Object<DeploymentSpec, DeploymentStatus>;
+/// A DaemonSet of either family.
+pub type DaemonSetObject = Object<DaemonSetSpec, DaemonSetStatus>;
+
+/// The group of the CRD copies.
+pub const COPIES_GROUP: &str = "minikcm.dev";
+
+/// Which API family a controller instance manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApiFamily {
+    /// The built-in `apps/v1` kinds (as kube-controller-manager).
+    Apps,
+    /// The CRD copies in `minikcm.dev/v1`, safe to run beside kube-controller-manager.
+    Copies,
+}
+
+impl ApiFamily {
+    pub fn group(self) -> &'static str {
+        match self {
+            ApiFamily::Apps => "apps",
+            ApiFamily::Copies => COPIES_GROUP,
+        }
+    }
+
+    /// Short name for logs and metrics labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            ApiFamily::Apps => "apps",
+            ApiFamily::Copies => "copies",
+        }
+    }
+}
+
+/// The three workload kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WorkloadKind {
+    ReplicaSet,
+    Deployment,
+    DaemonSet,
+}
+
+impl WorkloadKind {
+    pub fn kind(self) -> &'static str {
+        match self {
+            WorkloadKind::ReplicaSet => "ReplicaSet",
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::DaemonSet => "DaemonSet",
+        }
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            WorkloadKind::ReplicaSet => "replicasets",
+            WorkloadKind::Deployment => "deployments",
+            WorkloadKind::DaemonSet => "daemonsets",
+        }
+    }
+
+    /// The runtime type information of this kind in `family`.
+    pub fn api_resource(self, family: ApiFamily) -> ApiResource {
+        let group = family.group();
+        ApiResource {
+            group: group.to_string(),
+            version: "v1".to_string(),
+            api_version: format!("{group}/v1"),
+            kind: self.kind().to_string(),
+            plural: self.plural().to_string(),
+        }
+    }
+}
+
+/// Pods indexed by their controller: the controller's UID for owned pods, `orphan/<namespace>` for pods
+/// without a controller. A sync reads its owned pods plus the namespace's orphans, never every pod.
+pub const POD_CONTROLLER_INDEX: &str = "pod-controller";
+/// Pods indexed by `spec.nodeName` (DaemonSet: pods per node; ReplicaSet: related pods on a node).
+pub const POD_NODE_INDEX: &str = "pod-node";
+/// Workload objects (ReplicaSets, ControllerRevisions) indexed by their controller's UID.
+pub const CONTROLLER_UID_INDEX: &str = "controller-uid";
+
+/// The index value under which a pod's controller files it.
+pub fn pod_controller_index_value(pod: &Pod) -> String {
+    match controller_uid(&pod.metadata) {
+        Some(uid) => uid.to_string(),
+        None => orphan_index_value(pod.metadata.namespace.as_deref().unwrap_or_default()),
+    }
+}
+
+pub fn orphan_index_value(namespace: &str) -> String {
+    format!("orphan/{namespace}")
+}
+
+/// The UID of the controller owner reference (`controller: true`), if any.
+pub fn controller_uid(meta: &kube::api::ObjectMeta) -> Option<&str> {
+    controller_ref(meta).map(|r| r.uid.as_str())
+}
+
+/// The controller owner reference (`controller: true`), if any.
+pub fn controller_ref(
+    meta: &kube::api::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// The one shared pod informer, with the indexes every controller uses.
+pub fn pod_informer(informers: &SharedInformers) -> Informer<Pod> {
+    informers.informer::<Pod>(&(), || {
+        vec![
+            Indexer::new(POD_CONTROLLER_INDEX, |p: &Pod| {
+                vec![pod_controller_index_value(p)]
+            }),
+            Indexer::new(POD_NODE_INDEX, |p: &Pod| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .into_iter()
+                    .collect()
+            }),
+        ]
+    })
+}
+
+/// The one shared informer of a workload kind in a family, indexed by controller UID.
+pub fn workload_informer<P, U>(
+    informers: &SharedInformers,
+    kind: WorkloadKind,
+    family: ApiFamily,
+) -> Informer<Object<P, U>>
+where
+    P: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    U: Clone + Default + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    informers.informer::<Object<P, U>>(&kind.api_resource(family), || {
+        vec![Indexer::new(CONTROLLER_UID_INDEX, |o: &Object<P, U>| {
+            controller_uid(&o.metadata)
+                .map(str::to_string)
+                .into_iter()
+                .collect()
+        })]
+    })
+}
+
+/// Owned pods of `owner_uid` plus the orphans of `namespace`: the candidates a controller claims from.
+pub fn pods_for_owner(
+    pods: &Informer<Pod>,
+    namespace: &str,
+    owner_uid: &str,
+) -> Vec<std::sync::Arc<Pod>> {
+    let mut candidates = pods.by_index(POD_CONTROLLER_INDEX, owner_uid);
+    candidates.extend(pods.by_index(POD_CONTROLLER_INDEX, &orphan_index_value(namespace)));
+    candidates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_differ_only_in_group() {
+        let apps = WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps);
+        let copies = WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies);
+        assert_eq!(apps.api_version, "apps/v1");
+        assert_eq!(copies.api_version, "minikcm.dev/v1");
+        assert_eq!(apps.kind, copies.kind);
+        assert_eq!(apps.plural, copies.plural);
+    }
+}

@@ -1,0 +1,428 @@
+//! Ownership: which children (pods, ReplicaSets) belong to which controller, and adopting or releasing
+//! them (upstream's `ControllerRefManager`).
+//!
+//! A controller owns a child through an owner reference with `controller: true`. Each sync *claims* the
+//! candidates: it keeps its own children that still match its selector, adopts orphans that match, and
+//! releases children whose labels no longer match. Children controlled by someone else are never touched.
+//!
+//! Adoption and release are JSON patches, because CRD children (the `minikcm.dev` copies) reject strategic
+//! merge patches. Each patch carries `test` operations (the child's UID, and the owner references or
+//! resourceVersion it was computed from), so it fails instead of clobbering a concurrent change; the next
+//! sync retries from fresh cache.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::kinds::controller_ref;
+
+/// The owner side of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerInfo {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    /// The owner has a deletionTimestamp: it releases nothing and adopts nothing.
+    pub deleting: bool,
+}
+
+impl OwnerInfo {
+    pub fn of<K: Resource>(owner: &K, dyntype: &K::DynamicType) -> Self {
+        let meta = owner.meta();
+        OwnerInfo {
+            api_version: K::api_version(dyntype).into_owned(),
+            kind: K::kind(dyntype).into_owned(),
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+
+    /// The owner reference a controller puts on its children.
+    pub fn controller_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+}
+
+/// What a claim does with one candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimAction {
+    /// Ours and matching: claimed (even while the owner is being deleted).
+    Keep,
+    /// An orphan that matches: adopt it.
+    Adopt,
+    /// Ours but no longer matching: release it.
+    Release,
+    /// Not ours to touch (another controller's, or an orphan we may not adopt), or ours but not
+    /// matching while we are being deleted.
+    Ignore,
+}
+
+/// Decides what to do with one candidate (pure; the heart of upstream's `ClaimObject`).
+pub fn claim_action(owner: &OwnerInfo, child: &ObjectMeta, selector_matches: bool) -> ClaimAction {
+    match controller_ref(child) {
+        Some(r) if r.uid != owner.uid => ClaimAction::Ignore,
+        Some(_) if selector_matches => ClaimAction::Keep,
+        Some(_) if owner.deleting => ClaimAction::Ignore,
+        Some(_) => ClaimAction::Release,
+        None => {
+            let same_namespace = child.namespace.as_deref().unwrap_or_default() == owner.namespace;
+            if owner.deleting
+                || !selector_matches
+                || child.deletion_timestamp.is_some()
+                || !same_namespace
+            {
+                ClaimAction::Ignore
+            } else {
+                ClaimAction::Adopt
+            }
+        }
+    }
+}
+
+/// The result of a claim pass.
+#[derive(Debug)]
+pub struct Claimed<K> {
+    /// Children the owner controls after the pass (kept and adopted).
+    pub claimed: Vec<Arc<K>>,
+    /// Names adopted in this pass.
+    pub adopted: Vec<String>,
+    /// Names released in this pass.
+    pub released: Vec<String>,
+}
+
+/// Why a claim pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("cannot adopt for {owner}: {reason}")]
+    CannotAdopt { owner: String, reason: String },
+    #[error("{action} {child} failed: {source}")]
+    Patch {
+        action: &'static str,
+        child: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Claims `candidates` for `owner` (see the module docs). `matches` is the owner's selector;
+/// `can_adopt` is the live re-check of the owner (a fresh GET: is it still there, same UID, not being
+/// deleted?), run at most once, before the first adoption. `api` is the children's API in the owner's
+/// namespace. Returns the claimed children, or the first error after trying every candidate.
+pub async fn claim<K, M>(
+    api: &Api<K>,
+    owner: &OwnerInfo,
+    candidates: Vec<Arc<K>>,
+    matches: M,
+    can_adopt: impl AsyncFnOnce() -> Result<(), ClaimError>,
+) -> Result<Claimed<K>, ClaimError>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+    M: Fn(&K) -> bool,
+{
+    let mut outcome = Claimed {
+        claimed: Vec::new(),
+        adopted: Vec::new(),
+        released: Vec::new(),
+    };
+    let mut first_error = None;
+    let mut adoption_allowed: Option<Result<(), String>> = None;
+    let mut can_adopt = Some(can_adopt);
+    for child in candidates {
+        let meta = child.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        match claim_action(owner, meta, matches(&child)) {
+            ClaimAction::Keep => outcome.claimed.push(child),
+            ClaimAction::Ignore => {}
+            ClaimAction::Adopt => {
+                if adoption_allowed.is_none() {
+                    let check = match can_adopt.take() {
+                        Some(check) => check().await.map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    };
+                    adoption_allowed = Some(check);
+                }
+                if let Some(Err(reason)) = &adoption_allowed {
+                    first_error.get_or_insert(ClaimError::CannotAdopt {
+                        owner: format!("{}/{}", owner.namespace, owner.name),
+                        reason: reason.clone(),
+                    });
+                    continue;
+                }
+                match patch(api, &name, adopt_patch(meta, owner)).await {
+                    Ok(adopted) => {
+                        tracing::info!(child = %name, owner = %owner.name, "adopted an orphan matching the selector");
+                        outcome.adopted.push(name);
+                        outcome.claimed.push(Arc::new(adopted));
+                    }
+                    Err(e) if is_not_found(&e) => {}
+                    Err(source) => {
+                        first_error.get_or_insert(ClaimError::Patch {
+                            action: "adopting",
+                            child: name,
+                            source,
+                        });
+                    }
+                }
+            }
+            ClaimAction::Release => {
+                let Some(release) = release_patch(meta, &owner.uid) else {
+                    continue;
+                };
+                match patch(api, &name, release).await {
+                    Ok(_) => {
+                        tracing::info!(child = %name, owner = %owner.name, "released a child whose labels no longer match the selector");
+                        outcome.released.push(name);
+                    }
+                    // Gone, or changed under us (a failed `test`): either way not ours to count now.
+                    Err(e) if is_not_found(&e) || is_invalid(&e) => {}
+                    Err(source) => {
+                        first_error.get_or_insert(ClaimError::Patch {
+                            action: "releasing",
+                            child: name,
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(outcome),
+    }
+}
+
+async fn patch<K>(api: &Api<K>, name: &str, ops: serde_json::Value) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    let ops: json_patch::Patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+}
+
+/// JSON patch adding `owner`'s controller reference, guarded by the child's UID and by the owner
+/// references (or, when there are none, the resourceVersion) it was computed from.
+pub fn adopt_patch(child: &ObjectMeta, owner: &OwnerInfo) -> serde_json::Value {
+    let reference = owner.controller_reference();
+    let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": child.uid})];
+    match &child.owner_references {
+        Some(existing) if !existing.is_empty() => {
+            ops.push(json!({"op": "test", "path": "/metadata/ownerReferences", "value": existing}));
+            ops.push(
+                json!({"op": "add", "path": "/metadata/ownerReferences/-", "value": reference}),
+            );
+        }
+        _ => {
+            ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": child.resource_version}));
+            ops.push(
+                json!({"op": "add", "path": "/metadata/ownerReferences", "value": [reference]}),
+            );
+        }
+    }
+    serde_json::Value::Array(ops)
+}
+
+/// JSON patch removing the owner reference with `owner_uid`, guarded by the child's UID and the position
+/// of that reference. `None` if the child has no such reference.
+pub fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde_json::Value> {
+    let index = child
+        .owner_references
+        .as_ref()?
+        .iter()
+        .position(|r| r.uid == owner_uid)?;
+    let path = format!("/metadata/ownerReferences/{index}");
+    Some(json!([
+        {"op": "test", "path": "/metadata/uid", "value": child.uid},
+        {"op": "test", "path": format!("{path}/uid"), "value": owner_uid},
+        {"op": "remove", "path": path},
+    ]))
+}
+
+/// 404 from the API server.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// 422 from the API server (invalid, or a JSON patch `test` that failed).
+pub fn is_invalid(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
+/// 409 from the API server (resourceVersion conflict or already exists).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(deleting: bool) -> OwnerInfo {
+        OwnerInfo {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "rs".into(),
+            namespace: "ns".into(),
+            uid: "owner-uid".into(),
+            deleting,
+        }
+    }
+
+    fn child(controller: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("pod".into()),
+            namespace: Some("ns".into()),
+            uid: Some("child-uid".into()),
+            resource_version: Some("7".into()),
+            owner_references: controller.map(|uid| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "x".into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Mirrors upstream's TestClaimPods table: the decision for every kind of candidate.
+    #[test]
+    fn claim_decisions() {
+        let live = owner(false);
+        let dying = owner(true);
+        // Ours.
+        assert_eq!(
+            claim_action(&live, &child(Some("owner-uid")), true),
+            ClaimAction::Keep
+        );
+        assert_eq!(
+            claim_action(&dying, &child(Some("owner-uid")), true),
+            ClaimAction::Keep
+        );
+        assert_eq!(
+            claim_action(&live, &child(Some("owner-uid")), false),
+            ClaimAction::Release
+        );
+        assert_eq!(
+            claim_action(&dying, &child(Some("owner-uid")), false),
+            ClaimAction::Ignore
+        );
+        // Someone else's: never touched, matching or not.
+        assert_eq!(
+            claim_action(&live, &child(Some("other")), true),
+            ClaimAction::Ignore
+        );
+        assert_eq!(
+            claim_action(&live, &child(Some("other")), false),
+            ClaimAction::Ignore
+        );
+        // Orphans.
+        assert_eq!(claim_action(&live, &child(None), true), ClaimAction::Adopt);
+        assert_eq!(
+            claim_action(&live, &child(None), false),
+            ClaimAction::Ignore
+        );
+        assert_eq!(
+            claim_action(&dying, &child(None), true),
+            ClaimAction::Ignore
+        );
+        let mut terminating = child(None);
+        terminating.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        assert_eq!(claim_action(&live, &terminating, true), ClaimAction::Ignore);
+        let mut elsewhere = child(None);
+        elsewhere.namespace = Some("other-ns".into());
+        assert_eq!(claim_action(&live, &elsewhere, true), ClaimAction::Ignore);
+        // A non-controller owner reference does not make a child ours or theirs.
+        let mut shared = child(None);
+        shared.owner_references = Some(vec![OwnerReference {
+            controller: Some(false),
+            uid: "someone".into(),
+            ..Default::default()
+        }]);
+        assert_eq!(claim_action(&live, &shared, true), ClaimAction::Adopt);
+    }
+
+    #[test]
+    fn adopt_patch_is_guarded_and_sets_a_blocking_controller_reference() {
+        let patch = adopt_patch(&child(None), &owner(false));
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "child-uid"},
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+                {"op": "add", "path": "/metadata/ownerReferences", "value": [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "owner-uid",
+                    "controller": true, "blockOwnerDeletion": true
+                }]},
+            ])
+        );
+        let mut with_refs = child(None);
+        with_refs.owner_references = Some(vec![OwnerReference {
+            uid: "someone".into(),
+            controller: Some(false),
+            ..Default::default()
+        }]);
+        let patch = adopt_patch(&with_refs, &owner(false));
+        assert_eq!(patch[1]["path"], "/metadata/ownerReferences");
+        assert_eq!(patch[2]["path"], "/metadata/ownerReferences/-");
+        // It must apply to the child as the API server would apply it.
+        let mut doc = serde_json::to_value(k8s_openapi::api::core::v1::Pod {
+            metadata: with_refs,
+            ..Default::default()
+        })
+        .unwrap();
+        let ops: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut doc, &ops).unwrap();
+        assert_eq!(doc["metadata"]["ownerReferences"][1]["uid"], "owner-uid");
+    }
+
+    /// Mirrors upstream's TestGeneratePatchBytesForDelete: only our reference is removed.
+    #[test]
+    fn release_patch_removes_only_our_reference() {
+        let mut meta = child(Some("owner-uid"));
+        meta.owner_references.as_mut().unwrap().insert(
+            0,
+            OwnerReference {
+                uid: "first".into(),
+                ..Default::default()
+            },
+        );
+        let patch = release_patch(&meta, "owner-uid").unwrap();
+        let mut doc = serde_json::to_value(k8s_openapi::api::core::v1::Pod {
+            metadata: meta.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let ops: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut doc, &ops).unwrap();
+        assert_eq!(
+            doc["metadata"]["ownerReferences"].as_array().unwrap().len(),
+            1
+        );
+        assert_eq!(doc["metadata"]["ownerReferences"][0]["uid"], "first");
+        assert!(release_patch(&meta, "not-an-owner").is_none());
+    }
+}

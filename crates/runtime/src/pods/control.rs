@@ -1,0 +1,258 @@
+//! Creating and deleting pods for a controller (upstream's `RealPodControl`), with the same events.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+
+use crate::events::EventRecorder;
+use crate::ownership::{OwnerInfo, is_not_found};
+
+/// The longest name (and so `generateName` prefix) the API server accepts for a pod.
+const MAX_NAME_LENGTH: usize = 253;
+
+/// Why a pod could not be made from a template.
+#[derive(Debug, thiserror::Error)]
+pub enum PodControlError {
+    #[error("unable to create pods, no labels")]
+    NoLabels,
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+impl PodControlError {
+    /// The API server refused because the namespace is being deleted: not a controller failure.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            PodControlError::Api(kube::Error::Api(status)) => status
+                .details
+                .as_ref()
+                .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")),
+            _ => false,
+        }
+    }
+
+    /// The message upstream puts in events and conditions (the API server's own text).
+    pub fn message(&self) -> String {
+        match self {
+            PodControlError::Api(kube::Error::Api(status)) => status.message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Creates and deletes pods on behalf of one controller, recording events on the owner.
+#[derive(Clone)]
+pub struct PodControl {
+    client: Client,
+    recorder: EventRecorder,
+}
+
+impl PodControl {
+    pub fn new(client: Client, recorder: EventRecorder) -> Self {
+        PodControl { client, recorder }
+    }
+
+    /// Creates a pod from `template`, controlled by `owner`. Events: `SuccessfulCreate` /
+    /// `FailedCreate` (none when the namespace is terminating).
+    pub async fn create(
+        &self,
+        template: &PodTemplateSpec,
+        owner: &OwnerInfo,
+        regarding: &ObjectReference,
+    ) -> Result<Pod, PodControlError> {
+        let result = async {
+            let pod = pod_from_template(template, owner)?;
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &owner.namespace);
+            Ok::<_, PodControlError>(api.create(&PostParams::default(), &pod).await?)
+        }
+        .await;
+        match &result {
+            Ok(pod) => self.recorder.normal(
+                regarding,
+                Some(pod_reference(pod)),
+                "SuccessfulCreate",
+                "Create",
+                format!(
+                    "Created pod: {}",
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                ),
+            ),
+            Err(e) if e.is_namespace_terminating() => {}
+            Err(e) => self.recorder.warning(
+                regarding,
+                None,
+                "FailedCreate",
+                "Create",
+                format!("Error creating: {}", e.message()),
+            ),
+        }
+        result
+    }
+
+    /// Deletes a pod (default grace period). Returns the pod as the API server left it (with a
+    /// deletionTimestamp) if it is still terminating. Events: `SuccessfulDelete` / `FailedDelete` (none
+    /// for NotFound, which callers treat as done).
+    pub async fn delete(
+        &self,
+        namespace: &str,
+        name: &str,
+        regarding: &ObjectReference,
+    ) -> Result<Option<Pod>, kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let result = api.delete(name, &DeleteParams::default()).await;
+        match &result {
+            Ok(_) => self.recorder.normal(
+                regarding,
+                Some(named_pod_reference(namespace, name)),
+                "SuccessfulDelete",
+                "Delete",
+                format!("Deleted pod: {name}"),
+            ),
+            Err(e) if is_not_found(e) => {}
+            Err(e) => self.recorder.warning(
+                regarding,
+                Some(named_pod_reference(namespace, name)),
+                "FailedDelete",
+                "Delete",
+                format!("Error deleting: {}", error_message(e)),
+            ),
+        }
+        result.map(|either| either.left())
+    }
+}
+
+fn pod_reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        uid: pod.metadata.uid.clone(),
+        ..named_pod_reference(
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+fn named_pod_reference(namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    }
+}
+
+/// The API server's message for an API error, else the error's text.
+pub fn error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The pod a controller creates from its template: template labels, annotations, finalizers and spec,
+/// `generateName: <owner>-`, and the owner's controller reference.
+pub fn pod_from_template(
+    template: &PodTemplateSpec,
+    owner: &OwnerInfo,
+) -> Result<Pod, PodControlError> {
+    let template_meta = template.metadata.clone().unwrap_or_default();
+    let labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
+    if labels.is_empty() {
+        return Err(PodControlError::NoLabels);
+    }
+    Ok(Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(generate_name_prefix(&owner.name)),
+            namespace: Some(owner.namespace.clone()),
+            labels: Some(labels),
+            annotations: template_meta.annotations,
+            finalizers: template_meta.finalizers,
+            owner_references: Some(vec![owner.controller_reference()]),
+            ..Default::default()
+        },
+        spec: template.spec.clone(),
+        status: None,
+    })
+}
+
+/// `<owner>-`, unless that is too long to be a valid name prefix, then the owner name itself.
+pub fn generate_name_prefix(owner_name: &str) -> String {
+    let prefix = format!("{owner_name}-");
+    if prefix.len() > MAX_NAME_LENGTH {
+        owner_name.to_string()
+    } else {
+        prefix
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+    fn owner(name: &str) -> OwnerInfo {
+        OwnerInfo {
+            api_version: "minikcm.dev/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: name.into(),
+            namespace: "ns".into(),
+            uid: "uid-1".into(),
+            deleting: false,
+        }
+    }
+
+    fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                annotations: Some(BTreeMap::from([("a".to_string(), "b".to_string())])),
+                name: Some("ignored".into()),
+                ..Default::default()
+            }),
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "c".into(),
+                    image: Some("img".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Mirrors upstream's TestCreatePodsWithGenerateName.
+    #[test]
+    fn pods_get_generate_name_labels_and_a_controller_reference() {
+        let pod = pod_from_template(&template(&[("app", "web")]), &owner("web-123")).unwrap();
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-123-"));
+        assert_eq!(pod.metadata.name, None);
+        assert_eq!(pod.metadata.labels.unwrap()["app"], "web");
+        assert_eq!(pod.metadata.annotations.unwrap()["a"], "b");
+        let refs = pod.metadata.owner_references.unwrap();
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].controller, Some(true));
+        assert_eq!(refs[0].block_owner_deletion, Some(true));
+        assert_eq!(refs[0].api_version, "minikcm.dev/v1");
+        assert!(pod.spec.is_some());
+    }
+
+    #[test]
+    fn pods_without_labels_are_refused() {
+        let err = pod_from_template(&template(&[]), &owner("x")).unwrap_err();
+        assert_eq!(err.to_string(), "unable to create pods, no labels");
+    }
+
+    #[test]
+    fn overlong_owner_names_are_used_as_the_prefix() {
+        let long = "a".repeat(253);
+        assert_eq!(generate_name_prefix(&long), long);
+        assert_eq!(generate_name_prefix("short"), "short-");
+    }
+}

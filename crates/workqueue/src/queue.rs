@@ -1,0 +1,1006 @@
+//! The work queue itself: client-go's `queue.go`, `delaying_queue.go` and
+//! `rate_limiting_queue.go` folded into one type.
+//!
+//! Controllers put *keys* (e.g. `"ns/name"`) in the queue from informer event handlers and
+//! have a few workers take them out and reconcile. The queue guarantees:
+//!
+//! * **No key is processed by two workers at once.** A key handed out by [`WorkQueue::get`]
+//!   sits in the `processing` set until [`WorkQueue::done`]. Adding it meanwhile only marks it
+//!   `dirty`; `done` then puts it back in the queue, so the change is not lost either.
+//! * **Duplicates collapse.** A key already waiting in the queue is not queued twice, so a
+//!   burst of events for one object costs one reconcile.
+//! * **FIFO** among distinct keys, and delayed keys join the queue when their time comes.
+//!
+//! A background task (one per queue) moves delayed keys into the queue when they become ready
+//! and, when metrics are enabled, refreshes the unfinished-work gauges every 500 ms like
+//! client-go's ticker goroutine. It stops on shutdown or when the last handle is dropped.
+
+use std::collections::{HashSet, VecDeque};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::delaying::Waiting;
+use crate::metrics::{Recorder, WorkQueueMetrics};
+use crate::rate_limiter::RateLimiter;
+
+/// How often the unfinished-work gauges are recomputed (client-go's
+/// `defaultUnfinishedWorkUpdatePeriod`).
+const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
+
+/// Upper bound on a delay, so "wait forever" (e.g. [`Duration::MAX`]) still yields a valid
+/// `Instant`. Thirty years is forever for a controller.
+const MAX_DELAY: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// A rate-limited, delaying work queue with client-go semantics.
+///
+/// Cloning is cheap and every clone is the same queue, so hand clones to event handlers and
+/// workers. Typical worker loop:
+///
+/// ```no_run
+/// # async fn reconcile(_key: &str) -> Result<(), ()> { Ok(()) }
+/// # async fn example(queue: mini_kcm_workqueue::WorkQueue<String>) {
+/// while let Some(key) = queue.get().await {
+///     match reconcile(&key).await {
+///         Ok(()) => queue.forget(&key),
+///         Err(()) => queue.add_rate_limited(key.clone()),
+///     }
+///     queue.done(&key);
+/// }
+/// # }
+/// ```
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<K> {
+    name: String,
+    state: Mutex<State<K>>,
+    /// Wakes workers parked in `get` (one per queued key; all of them at shutdown).
+    item_ready: Notify,
+    /// Wakes `shut_down_with_drain` when the last in-flight key is done.
+    drained: Notify,
+    /// Wakes the background task: earlier deadline, shutdown, or the queue was dropped. Held
+    /// in its own `Arc` so the task can wait on it without keeping the queue alive.
+    timer: Arc<Notify>,
+    rate_limiter: Box<dyn RateLimiter<K>>,
+}
+
+impl<K> Drop for Inner<K> {
+    fn drop(&mut self) {
+        // Let the background task notice that nobody can use the queue any more.
+        self.timer.notify_one();
+    }
+}
+
+struct State<K> {
+    /// Keys ready to hand out, in order. Invariant: every key here is in `dirty` and not in
+    /// `processing`, and appears only once.
+    queue: VecDeque<K>,
+    /// Keys that need processing: those in `queue` plus in-flight keys added again.
+    dirty: HashSet<K>,
+    /// Keys handed to a worker and not yet `done`.
+    processing: HashSet<K>,
+    /// Keys added with a delay that has not elapsed yet.
+    waiting: Waiting<K>,
+    shutting_down: bool,
+    /// A `shut_down_with_drain` is waiting; `shut_down` clears it to release the waiter.
+    drain: bool,
+    metrics: Option<Recorder<K>>,
+}
+
+impl<K> WorkQueue<K>
+where
+    K: Clone + Eq + Hash + Send + Sync + Debug + 'static,
+{
+    /// Creates a queue. `name` labels its metrics (client-go uses the controller name, e.g.
+    /// `"replicaset"`); `rate_limiter` drives [`add_rate_limited`](Self::add_rate_limited),
+    /// usually [`default_controller_rate_limiter`](crate::default_controller_rate_limiter).
+    ///
+    /// # Panics
+    ///
+    /// Must be called from within a Tokio runtime: it spawns the queue's timer task.
+    pub fn new<R>(
+        name: impl Into<String>,
+        rate_limiter: R,
+        metrics: Option<WorkQueueMetrics>,
+    ) -> Self
+    where
+        R: RateLimiter<K> + 'static,
+    {
+        let name = name.into();
+        let recorder = metrics.as_ref().map(|m| m.recorder(&name));
+        let first_tick = recorder
+            .as_ref()
+            .map(|_| Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD);
+        let inner = Arc::new(Inner {
+            name,
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                waiting: Waiting::default(),
+                shutting_down: false,
+                drain: false,
+                metrics: recorder,
+            }),
+            item_ready: Notify::new(),
+            drained: Notify::new(),
+            timer: Arc::new(Notify::new()),
+            rate_limiter: Box::new(rate_limiter),
+        });
+        tokio::spawn(timer_task(
+            Arc::downgrade(&inner),
+            Arc::clone(&inner.timer),
+            first_tick,
+        ));
+        Self { inner }
+    }
+
+    /// The name given at construction (the metrics' `name` label).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Marks `key` as needing processing. Ignored after shutdown; a no-op if the key is already
+    /// queued; if the key is being processed it is re-queued when the worker calls `done`.
+    pub fn add(&self, key: K) {
+        let now = Instant::now();
+        let queued = self.inner.add_locked(&mut self.inner.lock(), key, now);
+        if queued {
+            self.inner.item_ready.notify_one();
+        }
+    }
+
+    /// Adds `key` once `delay` has elapsed (immediately if `delay` is zero).
+    ///
+    /// If the key is already waiting, the earlier of the two ready times is kept.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        let now = Instant::now();
+        let mut guard = self.inner.lock();
+        let state = &mut *guard;
+        if state.shutting_down {
+            return;
+        }
+        if let Some(m) = &state.metrics {
+            m.retry();
+        }
+        if delay.is_zero() {
+            let queued = self.inner.add_locked(state, key, now);
+            drop(guard);
+            if queued {
+                self.inner.item_ready.notify_one();
+            }
+            return;
+        }
+        let Some(ready_at) = now.checked_add(delay.min(MAX_DELAY)) else {
+            tracing::warn!(queue = %self.inner.name, ?key, ?delay, "delay out of range; key dropped");
+            return;
+        };
+        let rearm = state.waiting.insert(key, ready_at);
+        drop(guard);
+        if rearm {
+            self.inner.timer.notify_one();
+        }
+    }
+
+    /// Adds `key` after the delay the rate limiter assigns (which also counts a failure).
+    pub fn add_rate_limited(&self, key: K) {
+        let delay = self.inner.rate_limiter.when(&key);
+        self.add_after(key, delay);
+    }
+
+    /// Tells the rate limiter to stop tracking `key` (call after a successful sync). This
+    /// does not remove the key from the queue, and `done` must still be called.
+    pub fn forget(&self, key: &K) {
+        self.inner.rate_limiter.forget(key);
+    }
+
+    /// How many times `key` has been rate-limited since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> usize {
+        self.inner.rate_limiter.num_requeues(key)
+    }
+
+    /// Waits for a key to process. Returns `None` once the queue is shut down *and* empty, so
+    /// workers finish the remaining keys before they stop. Call [`done`](Self::done) with every
+    /// key returned.
+    ///
+    /// Cancel-safe: dropping the future never loses a key.
+    pub async fn get(&self) -> Option<K> {
+        let mut notified = pin!(self.inner.item_ready.notified());
+        loop {
+            // Registered before looking at the state, so an `add` in between still wakes us.
+            notified.as_mut().enable();
+            {
+                let mut state = self.inner.lock();
+                if let Some(key) = state.pop_for_processing(Instant::now()) {
+                    return Some(key);
+                }
+                if state.shutting_down {
+                    return None;
+                }
+            }
+            notified.as_mut().await;
+            notified.set(self.inner.item_ready.notified());
+        }
+    }
+
+    /// Marks `key` as finished. If it was added again while being processed, it goes back in
+    /// the queue now.
+    ///
+    /// Calling it for a key that is not being processed is a bug in the caller; it is logged
+    /// and ignored (client-go would re-queue a duplicate).
+    pub fn done(&self, key: &K) {
+        let now = Instant::now();
+        let mut guard = self.inner.lock();
+        let state = &mut *guard;
+        if !state.processing.remove(key) {
+            drop(guard);
+            tracing::warn!(queue = %self.inner.name, ?key, "done() for a key that is not being processed");
+            return;
+        }
+        if let Some(m) = &mut state.metrics {
+            m.done(key, now);
+        }
+        let requeued = state.dirty.contains(key);
+        if requeued {
+            state.queue.push_back(key.clone());
+        }
+        let idle = state.processing.is_empty();
+        drop(guard);
+        if requeued {
+            self.inner.item_ready.notify_one();
+        }
+        if idle {
+            self.inner.drained.notify_waiters();
+        }
+    }
+
+    /// Number of keys ready to hand out (not counting in-flight or delayed keys). For
+    /// information only: it can change as soon as it is returned.
+    pub fn len(&self) -> usize {
+        self.inner.lock().queue.len()
+    }
+
+    /// Whether no key is ready to hand out (see [`len`](Self::len)).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops accepting keys. Workers still receive the keys already queued, then `get`
+    /// returns `None`. Delayed keys that are not ready yet are dropped. Idempotent; also
+    /// releases a pending [`shut_down_with_drain`](Self::shut_down_with_drain).
+    pub fn shut_down(&self) {
+        self.inner.begin_shutdown(false);
+    }
+
+    /// Like [`shut_down`](Self::shut_down), then waits until every in-flight key is `done`
+    /// (client-go's `ShutDownWithDrain`). Keys still sitting in the queue are handed out to
+    /// workers as usual but are not waited for. Never completes if a worker never calls `done`,
+    /// unless `shut_down` is called.
+    pub async fn shut_down_with_drain(&self) {
+        self.inner.begin_shutdown(true);
+        let mut notified = pin!(self.inner.drained.notified());
+        loop {
+            notified.as_mut().enable();
+            {
+                let state = self.inner.lock();
+                if state.processing.is_empty() || !state.drain {
+                    return;
+                }
+            }
+            notified.as_mut().await;
+            notified.set(self.inner.drained.notified());
+        }
+    }
+
+    /// Whether a shutdown has been requested.
+    pub fn shutting_down(&self) -> bool {
+        self.inner.lock().shutting_down
+    }
+
+    #[cfg(test)]
+    fn waiting_ready_at(&self, key: &K) -> Option<Instant> {
+        self.inner.lock().waiting.ready_at(key)
+    }
+}
+
+impl<K> Inner<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // No critical section can panic half-way through an update, so the data is consistent
+        // even if the lock was poisoned.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: Clone + Eq + Hash> Inner<K> {
+    /// The heart of `add`. Returns true if the key entered `queue` (a worker should be woken).
+    fn add_locked(&self, state: &mut State<K>, key: K, now: Instant) -> bool {
+        if state.shutting_down || state.dirty.contains(&key) {
+            return false;
+        }
+        if let Some(m) = &mut state.metrics {
+            m.add(&key, now);
+        }
+        state.dirty.insert(key.clone());
+        if state.processing.contains(&key) {
+            // `done` will queue it; queueing now would let a second worker take it.
+            return false;
+        }
+        state.queue.push_back(key);
+        true
+    }
+
+    fn begin_shutdown(&self, drain: bool) {
+        {
+            let mut state = self.lock();
+            state.shutting_down = true;
+            state.drain = drain;
+            state.waiting.clear();
+        }
+        tracing::debug!(queue = %self.name, drain, "work queue shutting down");
+        self.item_ready.notify_waiters();
+        self.drained.notify_waiters();
+        self.timer.notify_one();
+    }
+
+    /// One round of the background task: move due delayed keys into the queue and refresh the
+    /// gauges if their tick is due. Returns the next deadline, or `None` once shut down.
+    fn on_timer(&self, next_tick: &mut Option<Instant>) -> Option<Option<Instant>> {
+        let now = Instant::now();
+        let mut queued = 0;
+        let next_ready = {
+            let mut guard = self.lock();
+            let state = &mut *guard;
+            if state.shutting_down {
+                return None;
+            }
+            while let Some(key) = state.waiting.pop_ready(now) {
+                if self.add_locked(state, key, now) {
+                    queued += 1;
+                }
+            }
+            if let (Some(tick), Some(m)) = (*next_tick, &state.metrics)
+                && tick <= now
+            {
+                m.update_unfinished_work(now);
+                *next_tick = Some(now + UNFINISHED_WORK_UPDATE_PERIOD);
+            }
+            state.waiting.next_ready_at()
+        };
+        for _ in 0..queued {
+            self.item_ready.notify_one();
+        }
+        Some(match (next_ready, *next_tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+}
+
+impl<K: Clone + Eq + Hash> State<K> {
+    /// Moves the first queued key to `processing` and returns it.
+    fn pop_for_processing(&mut self, now: Instant) -> Option<K> {
+        let key = self.queue.pop_front()?;
+        if let Some(m) = &mut self.metrics {
+            m.get(&key, now);
+        }
+        self.dirty.remove(&key);
+        self.processing.insert(key.clone());
+        Some(key)
+    }
+}
+
+/// The per-queue background task. Holds only a weak reference so dropping every handle ends it.
+async fn timer_task<K: Clone + Eq + Hash>(
+    queue: Weak<Inner<K>>,
+    wake: Arc<Notify>,
+    mut next_tick: Option<Instant>,
+) {
+    loop {
+        // Created before the state is read; a `notify_one` from here on leaves a permit.
+        let woken = wake.notified();
+        let Some(deadline) = queue.upgrade().and_then(|q| q.on_timer(&mut next_tick)) else {
+            return;
+        };
+        match deadline {
+            Some(at) => {
+                // Either outcome (deadline reached or woken early) means "look again".
+                let _ = tokio::time::timeout_at(at, woken).await;
+            }
+            None => woken.await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::test_support::sample;
+    use crate::rate_limiter::{ItemExponentialFailureRateLimiter, default_controller_rate_limiter};
+    use prometheus::Registry;
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn queue<K>() -> WorkQueue<K>
+    where
+        K: Clone + Eq + Hash + Send + Sync + Debug + 'static,
+    {
+        WorkQueue::new("test", default_controller_rate_limiter(), None)
+    }
+
+    /// Lets spawned tasks run without moving the (paused) clock.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn basic_add_get_done() {
+        let q = queue::<&str>();
+        q.add("foo");
+        q.add("bar");
+        q.add("foo"); // already queued: collapses
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.get().await, Some("foo"));
+        assert_eq!(q.get().await, Some("bar"));
+        assert!(q.is_empty());
+        q.done(&"foo");
+        q.done(&"bar");
+        assert!(q.is_empty());
+        assert!(!q.shutting_down());
+        assert_eq!(q.name(), "test");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn get_waits_for_an_add() {
+        let q = queue::<&str>();
+        let worker = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await }
+        });
+        tokio::time::sleep(ms(100)).await;
+        assert!(!worker.is_finished(), "nothing was added yet");
+        q.add("foo");
+        assert_eq!(worker.await.unwrap(), Some("foo"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn re_add_while_processing_is_redelivered_after_done() {
+        let q = queue::<&str>();
+        q.add("foo");
+        assert_eq!(q.get().await, Some("foo"));
+        q.add("foo");
+        q.add("foo");
+        assert_eq!(q.len(), 0, "an in-flight key is not queued a second time");
+
+        let second = tokio::spawn({
+            let q = q.clone();
+            async move {
+                let key = q.get().await;
+                q.done(&"foo");
+                key
+            }
+        });
+        tokio::time::sleep(ms(100)).await;
+        assert!(
+            !second.is_finished(),
+            "a second worker must not get foo while the first still has it"
+        );
+        q.done(&"foo");
+        assert_eq!(second.await.unwrap(), Some("foo"));
+        assert!(q.is_empty(), "the two adds collapsed into one redelivery");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn done_for_a_key_not_in_flight_is_ignored() {
+        let q = queue::<&str>();
+        q.add("foo");
+        q.done(&"foo"); // caller bug: must not duplicate foo in the queue
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get().await, Some("foo"));
+        assert!(q.is_empty());
+    }
+
+    /// Tracks which keys are in flight and fails if one is handed out twice concurrently.
+    #[derive(Default)]
+    struct InFlight {
+        keys: Mutex<HashSet<u32>>,
+        processed: Mutex<HashMap<u32, usize>>,
+    }
+
+    impl InFlight {
+        fn start(&self, key: u32) {
+            assert!(
+                self.keys.lock().unwrap().insert(key),
+                "key {key} handed to two workers at once"
+            );
+            *self.processed.lock().unwrap().entry(key).or_default() += 1;
+        }
+        fn finish(&self, key: u32) {
+            self.keys.lock().unwrap().remove(&key);
+        }
+    }
+
+    /// client-go's TestBasic: `keys` producers each add their key 50 times, 1ms apart, while
+    /// `workers` consumers take 3ms per key. With more workers than keys, idle workers are
+    /// always waiting, so any re-add of an in-flight key that reached the queue would be
+    /// grabbed at once.
+    async fn many_workers_never_share_a_key(keys: u32, workers: usize, drain: bool) {
+        let q = queue::<u32>();
+        let seen = Arc::new(InFlight::default());
+        let producers: Vec<_> = (0..keys)
+            .map(|i| {
+                let q = q.clone();
+                tokio::spawn(async move {
+                    for _ in 0..50 {
+                        q.add(i);
+                        tokio::time::sleep(ms(1)).await;
+                    }
+                })
+            })
+            .collect();
+        let consumers: Vec<_> = (0..workers)
+            .map(|_| {
+                let (q, seen) = (q.clone(), Arc::clone(&seen));
+                tokio::spawn(async move {
+                    while let Some(key) = q.get().await {
+                        assert_ne!(key, 999, "got a key added after shutdown");
+                        seen.start(key);
+                        tokio::time::sleep(ms(3)).await;
+                        seen.finish(key);
+                        q.done(&key);
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.await.unwrap();
+        }
+        if drain {
+            q.shut_down_with_drain().await;
+        } else {
+            q.shut_down();
+        }
+        q.add(999);
+        for c in consumers {
+            c.await.unwrap();
+        }
+        assert_eq!(q.len(), 0);
+        let processed = seen.processed.lock().unwrap();
+        assert_eq!(processed.len(), keys as usize, "every key was processed");
+        // 50 adds of each key collapse: far fewer syncs than adds, but at least one.
+        assert!(
+            processed.values().all(|&n| (1..50).contains(&n)),
+            "{processed:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn many_workers_never_share_a_key_shut_down() {
+        many_workers_never_share_a_key(50, 10, false).await;
+        many_workers_never_share_a_key(5, 10, false).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn many_workers_never_share_a_key_shut_down_with_drain() {
+        many_workers_never_share_a_key(50, 10, true).await;
+        many_workers_never_share_a_key(5, 10, true).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_while_processing_redelivers_exactly_once_more() {
+        let q = queue::<u32>();
+        for i in 0..50 {
+            q.add(i);
+        }
+        let seen = Arc::new(InFlight::default());
+        let consumers: Vec<_> = (0..10)
+            .map(|_| {
+                let (q, seen) = (q.clone(), Arc::clone(&seen));
+                tokio::spawn(async move {
+                    while let Some(key) = q.get().await {
+                        seen.start(key);
+                        let first_time = seen.processed.lock().unwrap()[&key] == 1;
+                        if first_time {
+                            q.add(key); // e.g. an informer event arriving mid-sync
+                        }
+                        tokio::task::yield_now().await;
+                        seen.finish(key);
+                        q.done(&key);
+                    }
+                })
+            })
+            .collect();
+        // Let the workers empty the queue, then stop them.
+        tokio::time::sleep(ms(100)).await;
+        q.shut_down_with_drain().await;
+        for c in consumers {
+            c.await.unwrap();
+        }
+        let processed = seen.processed.lock().unwrap();
+        assert_eq!(processed.len(), 50);
+        assert!(processed.values().all(|&n| n == 2), "{processed:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_fires_after_the_delay() {
+        let q = queue::<&str>();
+        q.add_after("foo", ms(50));
+        settle().await;
+        assert_eq!(q.len(), 0, "not before 50ms");
+        tokio::time::sleep(ms(49)).await;
+        assert_eq!(q.len(), 0, "not at 49ms");
+        tokio::time::sleep(ms(11)).await;
+        assert_eq!(q.len(), 1, "added by 60ms");
+        assert_eq!(q.get().await, Some("foo"));
+        q.done(&"foo");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(q.len(), 0, "added only once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_zero_adds_immediately() {
+        let q = queue::<&str>();
+        q.add_after("foo", Duration::ZERO);
+        assert_eq!(q.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_dedupes_and_the_shorter_delay_wins() {
+        let q = queue::<&str>();
+        // A longer delay does not postpone the pending one...
+        q.add_after("foo", ms(50));
+        q.add_after("foo", ms(70));
+        tokio::time::sleep(ms(60)).await;
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get().await, Some("foo"));
+        q.done(&"foo");
+        tokio::time::sleep(ms(20)).await;
+        assert_eq!(q.len(), 0, "the 70ms entry was merged, not kept");
+
+        // ...and a shorter one brings it forward.
+        q.add_after("foo", ms(50));
+        q.add_after("foo", ms(30));
+        settle().await;
+        assert_eq!(q.len(), 0);
+        tokio::time::sleep(ms(40)).await;
+        assert_eq!(q.len(), 1, "fired at 30ms");
+        assert_eq!(q.get().await, Some("foo"));
+        q.done(&"foo");
+        tokio::time::sleep(ms(20)).await;
+        assert_eq!(q.len(), 0, "the 50ms entry was merged, not kept");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_fires_in_ready_order() {
+        let q = queue::<&str>();
+        q.add_after("foo", Duration::from_secs(1));
+        q.add_after("bar", ms(50));
+        tokio::time::sleep(ms(60)).await;
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get().await, Some("bar"));
+        q.add_after("baz", Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.get().await, Some("foo"));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(q.get().await, Some("baz"));
+
+        // All due at once: still in ready order, not insertion order.
+        q.add_after("a", ms(1000));
+        q.add_after("b", ms(500));
+        q.add_after("c", ms(250));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.get().await, Some("c"));
+        assert_eq!(q.get().await, Some("b"));
+        assert_eq!(q.get().await, Some("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_delays_come_from_the_limiter() {
+        let q = WorkQueue::new(
+            "test",
+            ItemExponentialFailureRateLimiter::new(ms(1), Duration::from_secs(1)),
+            None,
+        );
+        let now = Instant::now();
+        q.add_rate_limited("one");
+        assert_eq!(q.waiting_ready_at(&"one"), Some(now + ms(1)));
+        q.add_rate_limited("one"); // 2ms: the pending 1ms entry wins
+        assert_eq!(q.waiting_ready_at(&"one"), Some(now + ms(1)));
+        assert_eq!(q.num_requeues(&"one"), 2);
+        q.add_rate_limited("two");
+        assert_eq!(q.waiting_ready_at(&"two"), Some(now + ms(1)));
+        q.forget(&"one");
+        assert_eq!(q.num_requeues(&"one"), 0);
+        assert_eq!(q.num_requeues(&"two"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_backoff_doubles_from_5ms_to_the_1000s_cap() {
+        let q = queue::<String>();
+        let key = "ns/rs".to_string();
+        let mut expected = ms(5);
+        for attempt in 0..20 {
+            let start = Instant::now();
+            q.add_rate_limited(key.clone());
+            assert_eq!(q.get().await.as_ref(), Some(&key));
+            assert_eq!(start.elapsed(), expected, "attempt {attempt}");
+            q.done(&key);
+            expected = (expected * 2).min(Duration::from_secs(1000));
+        }
+        assert_eq!(expected, Duration::from_secs(1000), "the cap was reached");
+        assert_eq!(q.num_requeues(&key), 20);
+
+        q.forget(&key);
+        assert_eq!(q.num_requeues(&key), 0);
+        let start = Instant::now();
+        q.add_rate_limited(key.clone());
+        q.get().await;
+        assert_eq!(start.elapsed(), ms(5), "forget resets the backoff");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_drains_then_get_returns_none() {
+        let q = queue::<&str>();
+        q.add("a");
+        q.add("b");
+        q.add_after("late", ms(10));
+        q.shut_down();
+        assert!(q.shutting_down());
+        q.add("c");
+        q.add_after("d", Duration::ZERO);
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(q.get().await, Some("b"));
+        assert_eq!(q.get().await, None);
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(q.get().await, None, "delayed keys are dropped at shutdown");
+        q.shut_down(); // idempotent
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_wakes_parked_workers() {
+        let q = queue::<&str>();
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.get().await })
+            })
+            .collect();
+        settle().await;
+        q.shut_down();
+        for w in workers {
+            assert_eq!(w.await.unwrap(), None);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_with_drain_waits_for_in_flight_keys() {
+        let q = queue::<&str>();
+        q.add("foo");
+        q.add("bar");
+        let first = q.get().await.unwrap();
+        let second = q.get().await.unwrap();
+        let finished = Arc::new(AtomicBool::new(false));
+        let drain = tokio::spawn({
+            let (q, finished) = (q.clone(), Arc::clone(&finished));
+            async move {
+                q.shut_down_with_drain().await;
+                finished.store(true, Ordering::SeqCst);
+            }
+        });
+        settle().await;
+        assert_eq!(q.get().await, None, "nothing left to hand out");
+        q.done(&first);
+        settle().await;
+        assert!(!finished.load(Ordering::SeqCst), "bar is still in flight");
+        q.done(&second);
+        drain.await.unwrap();
+        assert!(finished.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_releases_a_draining_waiter() {
+        let q = queue::<&str>();
+        q.add("foo");
+        q.get().await.unwrap();
+        let drain = tokio::spawn({
+            let q = q.clone();
+            async move { q.shut_down_with_drain().await }
+        });
+        tokio::time::sleep(ms(100)).await;
+        assert!(!drain.is_finished(), "foo was never done");
+        q.shut_down();
+        drain.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drain_hands_out_a_key_dirtied_while_in_flight() {
+        let q = queue::<&str>();
+        q.add("foo");
+        let gotten = q.get().await.unwrap();
+        q.add("foo");
+        let drain = tokio::spawn({
+            let q = q.clone();
+            async move { q.shut_down_with_drain().await }
+        });
+        settle().await;
+        assert_eq!(q.get().await, None, "foo is in flight, not queued");
+        q.done(&gotten);
+        assert_eq!(
+            q.get().await,
+            Some("foo"),
+            "the dirty copy is still delivered"
+        );
+        q.done(&"foo");
+        assert_eq!(q.get().await, None);
+        drain.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn get_is_cancel_safe() {
+        let q = queue::<&str>();
+        // A worker that gives up waiting must not swallow the wake-up meant for the next one.
+        // `impatient` parks first, so it is the one `add` wakes; it is then cancelled before
+        // it can run.
+        let impatient = {
+            let q = q.clone();
+            tokio::spawn(async move { tokio::time::timeout(ms(10), q.get()).await })
+        };
+        settle().await;
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await }
+        });
+        settle().await;
+        q.add("foo");
+        impatient.abort();
+        let _ = impatient.await;
+        assert_eq!(waiting.await.unwrap(), Some("foo"));
+    }
+
+    fn approx(actual: Option<f64>, expected: f64) {
+        let actual = actual.expect("metric present");
+        assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn metrics_follow_client_go() {
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let q = WorkQueue::new("rs", default_controller_rate_limiter(), Some(metrics));
+        let get = |name: &str| sample(&registry, name, "rs");
+
+        q.add("foo");
+        assert_eq!(get("workqueue_adds_total"), Some(1.0));
+        assert_eq!(get("workqueue_depth"), Some(1.0));
+
+        tokio::time::sleep(ms(50)).await;
+        let key = q.get().await.unwrap();
+        approx(get("workqueue_queue_duration_seconds_sum"), 0.05);
+        assert_eq!(get("workqueue_queue_duration_seconds_count"), Some(1.0));
+        assert_eq!(get("workqueue_depth"), Some(0.0));
+
+        // Re-adding while processing counts once, and the key is "in the queue" again.
+        for _ in 0..5 {
+            q.add(key);
+        }
+        assert_eq!(get("workqueue_adds_total"), Some(2.0));
+        assert_eq!(get("workqueue_depth"), Some(1.0));
+
+        tokio::time::sleep(ms(25)).await;
+        q.done(&key);
+        approx(get("workqueue_work_duration_seconds_sum"), 0.025);
+        assert_eq!(get("workqueue_work_duration_seconds_count"), Some(1.0));
+        assert_eq!(get("workqueue_depth"), Some(1.0));
+
+        // The redelivery waited from the re-add (t=50ms) to now (t=75ms).
+        let key = q.get().await.unwrap();
+        approx(get("workqueue_queue_duration_seconds_sum"), 0.05 + 0.025);
+        assert_eq!(get("workqueue_queue_duration_seconds_count"), Some(2.0));
+
+        // Gauges are refreshed on the 500ms tick: at t=500ms foo has run for 425ms.
+        assert_eq!(get("workqueue_unfinished_work_seconds"), Some(0.0));
+        tokio::time::sleep(ms(426)).await;
+        approx(get("workqueue_unfinished_work_seconds"), 0.425);
+        approx(get("workqueue_longest_running_processor_seconds"), 0.425);
+        q.done(&key);
+        approx(get("workqueue_work_duration_seconds_sum"), 0.025 + 0.426);
+        tokio::time::sleep(ms(500)).await;
+        assert_eq!(get("workqueue_unfinished_work_seconds"), Some(0.0));
+
+        // Every delayed or rate-limited add is a retry, even with zero delay.
+        q.add_after("bar", ms(10));
+        q.add_after("bar", Duration::ZERO);
+        q.add_rate_limited("baz");
+        assert_eq!(get("workqueue_retries_total"), Some(3.0));
+        q.shut_down();
+        q.add_after("bar", ms(10));
+        assert_eq!(
+            get("workqueue_retries_total"),
+            Some(3.0),
+            "not after shutdown"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn metrics_are_labelled_per_queue_and_stop_after_shutdown() {
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let rs = WorkQueue::new(
+            "replicaset",
+            default_controller_rate_limiter(),
+            Some(metrics.clone()),
+        );
+        let ds = WorkQueue::new(
+            "daemonset",
+            default_controller_rate_limiter(),
+            Some(metrics),
+        );
+        rs.add("a");
+        rs.add("b");
+        ds.add("c");
+        assert_eq!(
+            sample(&registry, "workqueue_depth", "replicaset"),
+            Some(2.0)
+        );
+        assert_eq!(sample(&registry, "workqueue_depth", "daemonset"), Some(1.0));
+
+        // In flight across shutdown: the periodic gauges are no longer refreshed.
+        rs.get().await.unwrap();
+        rs.shut_down();
+        ds.get().await.unwrap();
+        tokio::time::sleep(ms(1001)).await;
+        assert_eq!(
+            sample(&registry, "workqueue_unfinished_work_seconds", "replicaset"),
+            Some(0.0)
+        );
+        approx(
+            sample(&registry, "workqueue_unfinished_work_seconds", "daemonset"),
+            1.0,
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_queue_ends_its_timer_task() {
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let runtime = tokio::runtime::Handle::current().metrics();
+        let before = runtime.num_alive_tasks();
+        let q = WorkQueue::new("q", default_controller_rate_limiter(), Some(metrics));
+        q.add_after("x", Duration::from_secs(3600));
+        settle().await;
+        assert_eq!(runtime.num_alive_tasks(), before + 1);
+        drop(q);
+        settle().await;
+        assert_eq!(runtime.num_alive_tasks(), before);
+    }
+}

@@ -1,0 +1,514 @@
+//! The ReplicaSet controller on a real control plane, for `apps/v1` ReplicaSets and for the
+//! `minikcm.dev` copies (every scenario runs once per family). kube-controller-manager runs without its
+//! own workload controllers; each test runs mini-kcm's manager scoped to its own namespace.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, ResourceQuotaSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use mini_kcm_e2e::{
+    TIMEOUT, TestManager, app_selector, controller_uid, family_resource, is_active, pod_template,
+    replica_set, replica_sets,
+};
+use mini_kcm_manager::Kinds;
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject};
+use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
+use serde_json::json;
+
+fn plane() -> &'static PlaneInfo {
+    shared_plane(PlaneConfig::default())
+}
+
+fn kinds(family: ApiFamily) -> Kinds {
+    match family {
+        ApiFamily::Apps => Kinds::Apps,
+        ApiFamily::Copies => Kinds::Copies,
+    }
+}
+
+/// Runs a scenario once for `apps/v1` and once for the CRD copies.
+macro_rules! for_both_families {
+    ($($name:ident),* $(,)?) => {
+        mod apps {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Apps).await
+                }
+            )*
+        }
+        mod copies {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Copies).await
+                }
+            )*
+        }
+    };
+}
+
+for_both_families!(
+    scales_up_and_down,
+    replaces_a_deleted_pod,
+    adopts_a_matching_orphan,
+    releases_a_pod_whose_labels_stop_matching,
+    never_touches_a_pod_owned_by_another_controller,
+    deleting_the_replica_set_garbage_collects_its_pods,
+    reports_replica_failure_when_pods_are_rejected,
+);
+
+async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
+    let ns = TestNamespace::create(plane(), &format!("{prefix}-{}", family.label())).await;
+    let manager = TestManager::start(&ns, kinds(family)).await;
+    (ns, manager)
+}
+
+/// Waits until the ReplicaSet reports `replicas` available pods for its current generation.
+async fn wait_available(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    replicas: i32,
+) -> ReplicaSetObject {
+    ns.wait_for_with(
+        &replica_sets(ns, family),
+        family_resource(family),
+        name,
+        &format!("{replicas} available replicas"),
+        TIMEOUT,
+        |rs| {
+            rs.is_some_and(|rs| {
+                let status = rs.status.clone().unwrap_or_default();
+                // apps/v1 omits zero counts; the CRD copies keep them.
+                status.replicas == replicas
+                    && status.available_replicas.unwrap_or(0) == replicas
+                    && status.observed_generation == rs.metadata.generation
+            })
+        },
+    )
+    .await
+    .unwrap_or_else(|| panic!("{name} vanished"))
+}
+
+/// Waits until exactly `count` active pods labelled `app=<app>` exist, all controlled by `owner_uid`.
+async fn wait_owned_pods(ns: &TestNamespace, app: &str, owner_uid: &str, count: usize) -> Vec<Pod> {
+    ns.wait_for_list(
+        &ns.api::<Pod>(),
+        watcher::Config::default().labels(&app_selector(app)),
+        &format!("{count} active pods of {app} owned by {owner_uid}"),
+        TIMEOUT,
+        |pods| {
+            let active: Vec<_> = pods.iter().filter(|p| is_active(p)).collect();
+            active.len() == count
+                && active
+                    .iter()
+                    .all(|p| controller_uid(p).as_deref() == Some(owner_uid))
+        },
+    )
+    .await
+    .into_iter()
+    .filter(is_active)
+    .collect()
+}
+
+async fn scale(ns: &TestNamespace, family: ApiFamily, name: &str, replicas: i32) {
+    replica_sets(ns, family)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scaling {name}: {e}"));
+}
+
+async fn scales_up_and_down(family: ApiFamily) {
+    let (ns, manager) = setup("rs-scale", family).await;
+    let api = replica_sets(&ns, family);
+    let created = api
+        .create(&PostParams::default(), &replica_set("web", 3, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_available(&ns, family, "web", 3).await;
+    wait_owned_pods(&ns, "web", &uid, 3).await;
+
+    scale(&ns, family, "web", 6).await;
+    wait_available(&ns, family, "web", 6).await;
+    wait_owned_pods(&ns, "web", &uid, 6).await;
+
+    scale(&ns, family, "web", 1).await;
+    let rs = wait_available(&ns, family, "web", 1).await;
+    wait_owned_pods(&ns, "web", &uid, 1).await;
+    let status = rs.status.unwrap();
+    assert_eq!(status.ready_replicas, Some(1));
+    assert_eq!(status.fully_labeled_replicas, Some(1));
+
+    scale(&ns, family, "web", 0).await;
+    wait_available(&ns, family, "web", 0).await;
+    wait_owned_pods(&ns, "web", &uid, 0).await;
+    manager.stop().await;
+}
+
+async fn replaces_a_deleted_pod(family: ApiFamily) {
+    let (ns, manager) = setup("rs-replace", family).await;
+    let created = replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let pods = wait_owned_pods(&ns, "web", &uid, 2).await;
+    let victim = pods[0].metadata.name.clone().unwrap();
+    ns.api::<Pod>()
+        .delete(&victim, &DeleteParams::default())
+        .await
+        .unwrap();
+    let replaced = ns
+        .wait_for_list(
+            &ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector("web")),
+            "a replacement pod",
+            TIMEOUT,
+            |pods| {
+                let active: Vec<_> = pods.iter().filter(|p| is_active(p)).collect();
+                active.len() == 2
+                    && active
+                        .iter()
+                        .all(|p| p.metadata.name.as_deref() != Some(&victim))
+            },
+        )
+        .await;
+    assert!(
+        replaced
+            .iter()
+            .filter(|p| is_active(p))
+            .all(|p| controller_uid(p).as_deref() == Some(&uid))
+    );
+    wait_available(&ns, family, "web", 2).await;
+    manager.stop().await;
+}
+
+fn bare_pod(name: &str, app: &str) -> Pod {
+    let template = pod_template(app);
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: template.metadata.and_then(|m| m.labels),
+            ..Default::default()
+        },
+        spec: template.spec,
+        ..Default::default()
+    }
+}
+
+async fn adopts_a_matching_orphan(family: ApiFamily) {
+    let (ns, manager) = setup("rs-adopt", family).await;
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &bare_pod("orphan", "web"))
+        .await
+        .unwrap();
+    let created = replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let owned = wait_owned_pods(&ns, "web", &uid, 2).await;
+    assert!(
+        owned
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some("orphan")),
+        "the orphan was adopted rather than a second pod created: {:?}",
+        owned.iter().map(|p| &p.metadata.name).collect::<Vec<_>>()
+    );
+    let orphan = pods.get("orphan").await.unwrap();
+    let reference = orphan.metadata.owner_references.unwrap().remove(0);
+    assert_eq!(reference.controller, Some(true));
+    assert_eq!(reference.block_owner_deletion, Some(true));
+    assert_eq!(reference.api_version, family_resource(family).api_version);
+    manager.stop().await;
+}
+
+async fn releases_a_pod_whose_labels_stop_matching(family: ApiFamily) {
+    let (ns, manager) = setup("rs-release", family).await;
+    let created = replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let owned = wait_owned_pods(&ns, "web", &uid, 2).await;
+    let moved = owned[0].metadata.name.clone().unwrap();
+    let pods = ns.api::<Pod>();
+    pods.patch(
+        &moved,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "elsewhere"}}})),
+    )
+    .await
+    .unwrap();
+    // Released (no controller any more), and replaced so that two pods match again.
+    ns.wait_for(
+        &pods,
+        &moved,
+        "the relabelled pod to be released",
+        TIMEOUT,
+        |p| p.is_some_and(|p| controller_uid(p).is_none()),
+    )
+    .await;
+    let now_owned = wait_owned_pods(&ns, "web", &uid, 2).await;
+    assert!(
+        now_owned
+            .iter()
+            .all(|p| p.metadata.name.as_deref() != Some(&moved))
+    );
+    manager.stop().await;
+}
+
+async fn never_touches_a_pod_owned_by_another_controller(family: ApiFamily) {
+    let (ns, manager) = setup("rs-foreign", family).await;
+    // A real owner, so the garbage collector leaves the pod alone.
+    let owner = ns
+        .api::<ConfigMap>()
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("other-controller".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let foreign_ref = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "other-controller".into(),
+        uid: owner.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let mut foreign = bare_pod("foreign", "web");
+    foreign.metadata.owner_references = Some(vec![foreign_ref.clone()]);
+    let pods = ns.api::<Pod>();
+    let before = pods.create(&PostParams::default(), &foreign).await.unwrap();
+
+    let created = replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_available(&ns, family, "web", 2).await;
+    // Two pods of its own, besides the foreign one.
+    ns.wait_for_list(
+        &pods,
+        watcher::Config::default().labels(&app_selector("web")),
+        "2 owned pods beside the foreign one",
+        TIMEOUT,
+        |all| {
+            all.iter()
+                .filter(|p| is_active(p) && controller_uid(p).as_deref() == Some(uid.as_str()))
+                .count()
+                == 2
+                && all
+                    .iter()
+                    .any(|p| p.metadata.name.as_deref() == Some("foreign"))
+        },
+    )
+    .await;
+    // Scale down to 0: the foreign pod must survive with its owner reference untouched.
+    scale(&ns, family, "web", 0).await;
+    wait_available(&ns, family, "web", 0).await;
+    ns.wait_for_list(
+        &pods,
+        watcher::Config::default().labels(&app_selector("web")),
+        "only the foreign pod left",
+        TIMEOUT,
+        |all| {
+            let active: Vec<_> = all.iter().filter(|p| is_active(p)).collect();
+            active.len() == 1 && active[0].metadata.name.as_deref() == Some("foreign")
+        },
+    )
+    .await;
+    let after = pods.get("foreign").await.unwrap();
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(after.metadata.owner_references, Some(vec![foreign_ref]));
+    assert!(after.metadata.deletion_timestamp.is_none());
+    manager.stop().await;
+}
+
+async fn deleting_the_replica_set_garbage_collects_its_pods(family: ApiFamily) {
+    let (ns, manager) = setup("rs-gc", family).await;
+    let api = replica_sets(&ns, family);
+    let created = api
+        .create(&PostParams::default(), &replica_set("web", 3, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_owned_pods(&ns, "web", &uid, 3).await;
+    api.delete("web", &DeleteParams::background())
+        .await
+        .unwrap();
+    ns.wait_for_list(
+        &ns.api::<Pod>(),
+        watcher::Config::default().labels(&app_selector("web")),
+        "the garbage collector to delete every pod",
+        TIMEOUT,
+        |pods| pods.is_empty(),
+    )
+    .await;
+    manager.stop().await;
+}
+
+async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
+    let (ns, manager) = setup("rs-quota", family).await;
+    // A quota of 2 pods: the API server rejects the third creation (upstream's "exceeded quota" e2e).
+    let quotas = ns.api::<ResourceQuota>();
+    quotas
+        .create(
+            &PostParams::default(),
+            &ResourceQuota {
+                metadata: ObjectMeta {
+                    name: Some("two-pods".into()),
+                    ..Default::default()
+                },
+                spec: Some(ResourceQuotaSpec {
+                    hard: Some(BTreeMap::from([("pods".to_string(), Quantity("2".into()))])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    ns.wait_for(
+        &quotas,
+        "two-pods",
+        "the quota controller to compute usage",
+        TIMEOUT,
+        |q| {
+            q.and_then(|q| q.status.as_ref())
+                .and_then(|s| s.used.as_ref())
+                .is_some()
+        },
+    )
+    .await;
+
+    let api = replica_sets(&ns, family);
+    let created_at = std::time::Instant::now();
+    let created = api
+        .create(&PostParams::default(), &replica_set("web", 3, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let failed = ns
+        .wait_for_with(
+            &api,
+            family_resource(family),
+            "web",
+            "a ReplicaFailure condition",
+            TIMEOUT,
+            |rs| {
+                rs.and_then(|rs| rs.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "ReplicaFailure"))
+            },
+        )
+        .await
+        .unwrap();
+    let condition = failed
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "ReplicaFailure")
+        .unwrap();
+    assert_eq!(condition.status, "True");
+    assert_eq!(condition.reason.as_deref(), Some("FailedCreate"));
+    assert!(
+        condition
+            .message
+            .clone()
+            .unwrap_or_default()
+            .contains("exceeded quota"),
+        "{condition:?}"
+    );
+    wait_owned_pods(&ns, "web", &uid, 2).await;
+
+    // A Warning event like upstream's.
+    ns.wait_for_list(
+        &ns.api::<k8s_openapi::api::core::v1::Event>(),
+        watcher::Config::default(),
+        "a FailedCreate warning event",
+        TIMEOUT,
+        |events| {
+            events.iter().any(|e| {
+                e.reason.as_deref() == Some("FailedCreate")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.message
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("Error creating: "))
+            })
+        },
+    )
+    .await;
+
+    // No hot loop: the failing key backs off exponentially (5 ms, 10 ms, 20 ms, ...), so t seconds after
+    // the first failure it can have been retried about log2(t / 5 ms) times, not hundreds. Let a couple
+    // of seconds pass, then compare (a few extra for syncs triggered by events, e.g. the status write).
+    let retries = format!(
+        "workqueue_retries_total{{name=\"replicaset-{}\"}}",
+        family.label()
+    );
+    while created_at.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = created_at.elapsed();
+    let seen = manager.metric(&retries).await;
+    let bound = (elapsed.as_secs_f64() / 0.005).log2() + 4.0;
+    assert!(seen >= 1.0, "the failing key was never retried");
+    assert!(
+        seen <= bound,
+        "{seen} retries in {elapsed:?} (bound {bound:.1}): not backing off"
+    );
+
+    // Lifting the quota lets the controller finish and clears the condition. The key is in backoff by
+    // now and a quota is not something the controller watches; touching the ReplicaSet syncs it at once.
+    quotas
+        .delete("two-pods", &DeleteParams::default())
+        .await
+        .unwrap();
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"touched": "after-quota"}}})),
+    )
+    .await
+    .unwrap();
+    ns.wait_for_with(
+        &api,
+        family_resource(family),
+        "web",
+        "the condition to clear and 3 pods",
+        TIMEOUT,
+        |rs| {
+            rs.and_then(|rs| rs.status.as_ref()).is_some_and(|s| {
+                s.replicas == 3
+                    && s.conditions
+                        .as_ref()
+                        .is_none_or(|cs| cs.iter().all(|c| c.type_ != "ReplicaFailure"))
+            })
+        },
+    )
+    .await;
+    manager.stop().await;
+}
