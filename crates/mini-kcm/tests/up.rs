@@ -23,7 +23,7 @@ fn state_dir(tag: &str) -> PathBuf {
 }
 
 /// Starts `mini-kcm up` and returns once it printed that it is running.
-fn start(tag: &str, nodes: usize) -> Up {
+fn start(tag: &str, nodes: usize, workload_controllers: &str) -> Up {
     let state_dir = state_dir(tag);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mini-kcm"))
         .args([
@@ -31,7 +31,7 @@ fn start(tag: &str, nodes: usize) -> Up {
             "--nodes",
             &nodes.to_string(),
             "--workload-controllers",
-            "none",
+            workload_controllers,
         ])
         .arg("--state-dir")
         .arg(&state_dir)
@@ -61,6 +61,46 @@ fn start(tag: &str, nodes: usize) -> Up {
         info,
     }
 }
+
+fn kubectl(info: &PlaneInfo, args: &[&str], stdin: Option<&str>) -> String {
+    use std::io::Write;
+    let mut child = Command::new(info.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&info.kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("kubectl output");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const COPY_REPLICA_SET: &str = r#"
+apiVersion: minikcm.dev/v1
+kind: ReplicaSet
+metadata: {name: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: pause}]}
+"#;
 
 fn kubectl_ready_nodes(info: &PlaneInfo) -> usize {
     let out = Command::new(info.bin_dir.join("kubectl"))
@@ -127,8 +167,9 @@ fn cleanup(dir: &Path) {
 
 #[test]
 fn two_planes_side_by_side_stop_cleanly_on_sigint_and_sigterm() {
-    let mut a = start("a", 2);
-    let mut b = start("b", 1);
+    // `a` runs mini-kcm's controllers in-process (the default), `b` none.
+    let mut a = start("a", 2, "mini");
+    let mut b = start("b", 1, "none");
     assert_ne!(a.info.ports, b.info.ports, "each plane has its own ports");
     assert_eq!(kubectl_ready_nodes(&a.info), 2);
     assert_eq!(kubectl_ready_nodes(&b.info), 1);
@@ -140,6 +181,30 @@ fn two_planes_side_by_side_stop_cleanly_on_sigint_and_sigterm() {
         );
         assert!(info.pids.values().all(|pid| alive(*pid)));
     }
+
+    // The README's main job: the in-process controllers reconcile a CRD copy on plane `a`
+    // (`kubectl wait` watches; it does not poll).
+    kubectl(&a.info, &["apply", "-f", "-"], Some(COPY_REPLICA_SET));
+    kubectl(
+        &a.info,
+        &[
+            "wait",
+            "--for=jsonpath={.status.readyReplicas}=2",
+            "replicasets.minikcm.dev/web",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    let pods = kubectl(
+        &a.info,
+        &["get", "pods", "-l", "app=web", "--no-headers"],
+        None,
+    );
+    assert_eq!(
+        pods.lines().filter(|l| l.contains("Running")).count(),
+        2,
+        "{pods}"
+    );
 
     send(&a.child, libc::SIGINT);
     let status = a.child.wait().expect("wait a");
@@ -158,7 +223,7 @@ fn two_planes_side_by_side_stop_cleanly_on_sigint_and_sigterm() {
 
 #[test]
 fn a_killed_mini_kcm_up_leaves_no_component_behind() {
-    let mut c = start("c", 1);
+    let mut c = start("c", 1, "none");
     send(&c.child, libc::SIGKILL);
     let _ = c.child.wait();
     // No handler runs on SIGKILL: the kernel's parent-death signal stops the components.

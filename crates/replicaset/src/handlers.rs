@@ -29,7 +29,7 @@ impl ReplicaSetController {
             .add_handler(move |change: &Change<Pod>| controller.on_pod(change));
     }
 
-    fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
+    pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
         match change {
             Change::Added(rs) => self.enqueue(rs),
             Change::Updated { old, new } => {
@@ -52,7 +52,7 @@ impl ReplicaSetController {
         self.inner.queue.add(key);
     }
 
-    fn on_pod(&self, change: &Change<Pod>) {
+    pub(crate) fn on_pod(&self, change: &Change<Pod>) {
         match change {
             Change::Added(pod) => self.pod_added(pod),
             Change::Updated { old, new } => self.pod_updated(old, new),

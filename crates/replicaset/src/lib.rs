@@ -25,3 +25,6 @@ pub const BURST_REPLICAS: usize = 500;
 
 /// The `reportingController` of our events, as upstream.
 pub const EVENT_COMPONENT: &str = "replicaset-controller";
+
+#[cfg(test)]
+mod tests;

@@ -150,6 +150,9 @@ impl TestNamespace {
         out += &self.dump_kind::<Deployment>("deployments").await;
         out += &self.dump_kind::<ReplicaSet>("replicasets").await;
         out += &self.dump_kind::<DaemonSet>("daemonsets").await;
+        for plural in ["replicasets", "deployments", "daemonsets"] {
+            out += &self.dump_copies(plural).await;
+        }
         out += &self.dump_kind::<Pod>("pods").await;
         match self.api::<Event>().list(&ListParams::default()).await {
             Ok(events) => {
@@ -178,6 +181,32 @@ impl TestNamespace {
             );
         }
         out
+    }
+
+    /// The `minikcm.dev` copies of a kind (nothing if the CRDs are not installed).
+    async fn dump_copies(&self, plural: &str) -> String {
+        let resource = kube::discovery::ApiResource {
+            group: "minikcm.dev".into(),
+            version: "v1".into(),
+            api_version: "minikcm.dev/v1".into(),
+            kind: String::new(),
+            plural: plural.into(),
+        };
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &self.name, &resource);
+        match api.list(&ListParams::default()).await {
+            Ok(list) if !list.items.is_empty() => {
+                let mut s = format!("{plural}.minikcm.dev ({}):\n", list.items.len());
+                for item in &list.items {
+                    s += &format!(
+                        "  {}\n",
+                        serde_json::to_string(&summary(item)).unwrap_or_default()
+                    );
+                }
+                s
+            }
+            _ => String::new(),
+        }
     }
 
     async fn dump_kind<K>(&self, label: &str) -> String

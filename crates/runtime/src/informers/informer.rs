@@ -104,6 +104,15 @@ impl<K: Resource> Informer<K> {
         }
     }
 
+    /// Puts an object in the cache without a watch and without notifying handlers: for unit tests of
+    /// controllers (client-go's fake informers do the same) and for tools that preload a cache.
+    pub fn cache_insert(&self, object: K) {
+        let object = strip(object);
+        self.observe(&object);
+        let key = key_of(&object);
+        self.write(|s| s.upsert(key, Arc::new(object)));
+    }
+
     /// The kind this informer watches (for logs).
     pub fn kind(&self) -> &str {
         &self.inner.kind

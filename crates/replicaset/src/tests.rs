@@ -1,0 +1,254 @@
+//! Controller-level unit tests: the controller on caches filled by hand and a client that cannot reach any
+//! server, so any API call the controller attempts shows up as an error. Mirrors upstream's
+//! TestSyncReplicaSetDormancy, TestSyncReplicaSetDoesNothing, TestOverlappingRSs and
+//! TestDeleteControllerAndExpectations.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+use mini_kcm_runtime::informers::{Change, SharedInformers};
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+
+use crate::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
+
+fn unreachable_client() -> kube::Client {
+    // Port 9 (discard) on loopback: nothing listens, every request fails at once.
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    kube::Client::try_from(config).unwrap()
+}
+
+fn controller() -> ReplicaSetController {
+    let client = unreachable_client();
+    let informers = SharedInformers::new(client.clone(), None);
+    ReplicaSetController::new(
+        &informers,
+        client,
+        ReplicaSetOptions::new(ApiFamily::Apps),
+        ReplicaSetMetrics::unregistered(),
+    )
+}
+
+fn labels(app: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("app".to_string(), app.to_string())])
+}
+
+fn replica_set(name: &str, uid: &str, replicas: i32, app: &str) -> ReplicaSetObject {
+    let mut rs = ReplicaSetObject::new(
+        name,
+        &WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps),
+        ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels(app)),
+                ..Default::default()
+            },
+            template: Some(PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(app)),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec::default()),
+            }),
+            ..Default::default()
+        },
+    );
+    rs.metadata.namespace = Some("ns".into());
+    rs.metadata.uid = Some(uid.into());
+    rs.metadata.generation = Some(1);
+    rs.metadata.resource_version = Some("1".into());
+    // The status already says what the cache shows, so a sync that changes nothing makes no API call.
+    rs.status = Some(ReplicaSetStatus {
+        replicas,
+        fully_labeled_replicas: Some(replicas),
+        ready_replicas: Some(replicas),
+        available_replicas: Some(replicas),
+        terminating_replicas: Some(0),
+        observed_generation: Some(1),
+        conditions: None,
+    });
+    rs
+}
+
+fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            uid: Some(format!("uid-{name}")),
+            resource_version: Some("2".into()),
+            labels: Some(labels(app)),
+            owner_references: owner.map(|(owner_name, uid)| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: owner_name.into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some("node-1".into()),
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                last_transition_time: Some(Time(Timestamp::UNIX_EPOCH)),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+#[tokio::test]
+async fn a_replica_set_in_its_desired_state_makes_no_api_call() {
+    let c = controller();
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("web", "rs-uid", 2, "web"));
+    for name in ["a", "b"] {
+        c.inner
+            .pods
+            .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
+    }
+    // Any request would fail against the unreachable client.
+    c.sync("ns/web")
+        .await
+        .expect("nothing to do, nothing called");
+}
+
+#[tokio::test]
+async fn unsatisfied_expectations_make_the_sync_dormant() {
+    let c = controller();
+    let mut rs = replica_set("web", "rs-uid", 3, "web");
+    // Status as the cache shows it: 2 of 3, so only a creation would call the API.
+    if let Some(status) = rs.status.as_mut() {
+        status.replicas = 2;
+        status.fully_labeled_replicas = Some(2);
+        status.ready_replicas = Some(2);
+        status.available_replicas = Some(2);
+    }
+    c.inner.replica_sets.cache_insert(rs);
+    for name in ["a", "b"] {
+        c.inner
+            .pods
+            .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
+    }
+    // Waiting for one creation to be observed: the sync must not create.
+    c.inner.expectations.expect_creations("ns/web", 1);
+    c.sync("ns/web")
+        .await
+        .expect("dormant: no creation attempted");
+
+    // Once the creation is observed, the sync acts (and, with no server, fails trying).
+    c.inner.expectations.creation_observed("ns/web");
+    let err = c.sync("ns/web").await.expect_err("a creation is attempted");
+    // The failed creation also adds a ReplicaFailure condition, whose write fails the same way.
+    assert!(matches!(err, crate::sync::SyncError::Status(_)), "{err}");
+    // The failed creation lowered the expectations again, so the next sync may retry.
+    assert!(c.inner.expectations.satisfied_expectations("ns/web"));
+}
+
+#[tokio::test]
+async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_sets() {
+    let c = controller();
+    // Two ReplicaSets whose selectors both match app=web.
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("first", "uid-1", 1, "web"));
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("second", "uid-2", 1, "web"));
+    c.inner.expectations.expect_creations("ns/first", 1);
+    c.inner.expectations.expect_creations("ns/second", 1);
+
+    let owned = std::sync::Arc::new(pod("p", "web", Some(("second", "uid-2"))));
+    c.on_pod(&Change::Added(owned));
+    assert!(c.inner.expectations.satisfied_expectations("ns/second"));
+    assert!(!c.inner.expectations.satisfied_expectations("ns/first"));
+    assert_eq!(c.inner.queue.len(), 1, "only the controller is woken");
+    assert_eq!(c.inner.queue.get().await.as_deref(), Some("ns/second"));
+}
+
+#[tokio::test]
+async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
+    let c = controller();
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("first", "uid-1", 1, "web"));
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("second", "uid-2", 1, "web"));
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("other", "uid-3", 1, "db"));
+    c.inner.expectations.expect_creations("ns/first", 1);
+    c.on_pod(&Change::Added(std::sync::Arc::new(pod(
+        "orphan", "web", None,
+    ))));
+    assert_eq!(c.inner.queue.len(), 2);
+    assert!(!c.inner.expectations.satisfied_expectations("ns/first"));
+}
+
+#[tokio::test]
+async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
+    let c = controller();
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("web", "rs-uid", 1, "web"));
+    let mut foreign = pod("p", "web", Some(("web", "rs-uid")));
+    if let Some(refs) = foreign.metadata.owner_references.as_mut() {
+        refs[0].api_version = "minikcm.dev/v1".into();
+    }
+    c.inner.expectations.expect_creations("ns/web", 1);
+    c.on_pod(&Change::Added(std::sync::Arc::new(foreign)));
+    assert!(!c.inner.expectations.satisfied_expectations("ns/web"));
+    assert_eq!(c.inner.queue.len(), 0);
+}
+
+#[tokio::test]
+async fn deleting_a_replica_set_forgets_its_expectations() {
+    let c = controller();
+    let rs = replica_set("web", "rs-uid", 1, "web");
+    c.inner.expectations.expect_creations("ns/web", 5);
+    c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)));
+    assert!(c.inner.expectations.get("ns/web").is_none());
+    // The sync of a ReplicaSet that is gone does nothing and succeeds.
+    c.sync("ns/web").await.expect("gone");
+}
+
+#[tokio::test]
+async fn a_graceful_deletion_is_counted_once() {
+    let c = controller();
+    c.inner
+        .replica_sets
+        .cache_insert(replica_set("web", "rs-uid", 1, "web"));
+    c.inner
+        .expectations
+        .expect_deletions("ns/web", vec!["ns/a".to_string()]);
+    let before = pod("a", "web", Some(("web", "rs-uid")));
+    let mut terminating = before.clone();
+    terminating.metadata.resource_version = Some("3".into());
+    terminating.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    c.on_pod(&Change::Updated {
+        old: std::sync::Arc::new(before),
+        new: std::sync::Arc::new(terminating.clone()),
+    });
+    assert!(c.inner.expectations.satisfied_expectations("ns/web"));
+    c.inner
+        .expectations
+        .expect_deletions("ns/web", vec!["ns/other".to_string()]);
+    // The final delete of the same pod must not count for another expected deletion.
+    c.on_pod(&Change::Deleted(std::sync::Arc::new(terminating)));
+    assert!(!c.inner.expectations.satisfied_expectations("ns/web"));
+}
