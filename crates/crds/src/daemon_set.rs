@@ -106,37 +106,8 @@ fn decorate_update_strategy(strategy: &mut Value) {
     at(strategy, "rollingUpdate.maxUnavailable")["default"] = json!(1);
     at(strategy, "rollingUpdate.maxSurge")["default"] = json!(0);
 
-    // Upstream validates rollingUpdate only for type RollingUpdate.
-    const ROLLING: &str = "self.type != 'RollingUpdate' || !has(self.rollingUpdate) || ";
-    const SURGE: &str = "self.rollingUpdate.maxSurge";
-    const UNAVAILABLE: &str = "self.rollingUpdate.maxUnavailable";
-    for value in [SURGE, UNAVAILABLE] {
-        let field = value.trim_start_matches("self");
-        add_rule(
-            strategy,
-            Rule {
-                rule: &format!(
-                    "{ROLLING}!has({value}) || {}",
-                    int_or_percent::is_valid(value)
-                ),
-                message: int_or_percent::INVALID_MESSAGE,
-                field_path: Some(field),
-                reason: None,
-            },
-        );
-        add_rule(
-            strategy,
-            Rule {
-                rule: &format!(
-                    "{ROLLING}!has({value}) || {}",
-                    int_or_percent::is_at_most_100_percent(value)
-                ),
-                message: int_or_percent::OVER_100_MESSAGE,
-                field_path: Some(field),
-                reason: None,
-            },
-        );
-    }
+    use int_or_percent::{ROLLING, SURGE, UNAVAILABLE};
+    int_or_percent::add_value_rules(strategy, &[SURGE, UNAVAILABLE]);
     // Exactly one of the two is non-zero.
     let both_set = format!("!has({UNAVAILABLE}) || !has({SURGE}) || ");
     add_rule(

@@ -262,6 +262,43 @@ pub(crate) mod int_or_percent {
         )
     }
 
+    /// Guard of every rolling-update rule: upstream validates `rollingUpdate` only for that strategy type.
+    pub(crate) const ROLLING: &str = "self.type != 'RollingUpdate' || !has(self.rollingUpdate) || ";
+    pub(crate) const SURGE: &str = "self.rollingUpdate.maxSurge";
+    pub(crate) const UNAVAILABLE: &str = "self.rollingUpdate.maxUnavailable";
+
+    /// The rules shared by Deployment and DaemonSet strategies: `maxSurge` and `maxUnavailable` are valid
+    /// ints or percents, and those in `at_most_100` are at most 100%.
+    pub(crate) fn add_value_rules(strategy: &mut serde_json::Value, at_most_100: &[&str]) {
+        use crate::schema::{Rule, add_rule};
+        for value in [SURGE, UNAVAILABLE] {
+            let field = value.trim_start_matches("self");
+            add_rule(
+                strategy,
+                Rule {
+                    rule: &format!("{ROLLING}!has({value}) || {}", is_valid(value)),
+                    message: INVALID_MESSAGE,
+                    field_path: Some(field),
+                    reason: None,
+                },
+            );
+            if at_most_100.contains(&value) {
+                add_rule(
+                    strategy,
+                    Rule {
+                        rule: &format!(
+                            "{ROLLING}!has({value}) || {}",
+                            is_at_most_100_percent(value)
+                        ),
+                        message: OVER_100_MESSAGE,
+                        field_path: Some(field),
+                        reason: None,
+                    },
+                );
+            }
+        }
+    }
+
     pub(crate) const INVALID_MESSAGE: &str = "must be a non-negative integer or a valid percent string: a numeric string followed by an ending '%' (e.g. '1%', or '93%')";
     pub(crate) const OVER_100_MESSAGE: &str = "must not be greater than 100%";
 }

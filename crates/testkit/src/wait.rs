@@ -28,13 +28,8 @@ impl TestNamespace {
         K: Resource + Clone + Debug + DeserializeOwned + serde::Serialize + Send + Sync + 'static,
         K::DynamicType: Default + Eq + std::hash::Hash + Clone,
     {
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let matching = self
-            .wait_for_list(api, config, what, timeout, |objects: &[K]| {
-                condition(objects.first())
-            })
-            .await;
-        matching.into_iter().next()
+        self.wait_for_with(api, Default::default(), name, what, timeout, condition)
+            .await
     }
 
     /// Waits until `condition` holds for the set of objects selected by `config` (a reflector keeps the
