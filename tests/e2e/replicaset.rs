@@ -512,3 +512,100 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     .await;
     manager.stop().await;
 }
+
+/// `deploy/in-cluster/rbac.yaml` is all the manager needs: it runs with only that role's service account
+/// token and manages both families (watch, create and delete pods, adopt by patch, write status, events).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_is_sufficient() {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+
+    let ns = TestNamespace::create(plane(), "rbac").await;
+    let manifest = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/in-cluster/rbac.yaml"
+    );
+    let applied = std::process::Command::new(ns.plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&ns.plane.kubeconfig)
+        .args(["apply", "-f", manifest])
+        .output()
+        .unwrap();
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let accounts: kube::Api<ServiceAccount> =
+        kube::Api::namespaced(ns.client.clone(), "mini-kcm-system");
+    let token = accounts
+        .create_token_request(
+            "mini-kcm",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let mut config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
+        .await
+        .unwrap();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    let manager = TestManager::start_as(
+        &ns,
+        mini_kcm_manager::ManagerOptions {
+            kinds: Kinds::Both,
+            ..Default::default()
+        },
+        Some(config),
+    )
+    .await;
+    let pods = ns.api::<Pod>();
+    for family in [ApiFamily::Apps, ApiFamily::Copies] {
+        let app = format!("web-{}", family.label());
+        pods.create(
+            &PostParams::default(),
+            &bare_pod(&format!("orphan-{}", family.label()), &app),
+        )
+        .await
+        .unwrap();
+        let created = replica_sets(&ns, family)
+            .create(&PostParams::default(), &replica_set(&app, 2, family))
+            .await
+            .unwrap();
+        let uid = created.metadata.uid.clone().unwrap();
+        wait_available(&ns, family, &app, 2).await;
+        let owned = wait_owned_pods(&ns, &app, &uid, 2).await;
+        assert!(
+            owned
+                .iter()
+                .any(|p| p.metadata.name.as_deref() == Some(&format!("orphan-{}", family.label())))
+        );
+        scale(&ns, family, &app, 1).await;
+        wait_owned_pods(&ns, &app, &uid, 1).await;
+    }
+    ns.wait_for_list(
+        &ns.api::<k8s_openapi::api::core::v1::Event>(),
+        watcher::Config::default(),
+        "SuccessfulCreate and SuccessfulDelete events",
+        TIMEOUT,
+        |events| {
+            let has = |reason: &str| events.iter().any(|e| e.reason.as_deref() == Some(reason));
+            has("SuccessfulCreate") && has("SuccessfulDelete")
+        },
+    )
+    .await;
+    manager.stop().await;
+}

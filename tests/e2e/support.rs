@@ -103,13 +103,26 @@ impl TestManager {
         .await
     }
 
-    pub async fn start_with(ns: &TestNamespace, mut options: ManagerOptions) -> Self {
+    pub async fn start_with(ns: &TestNamespace, options: ManagerOptions) -> Self {
+        Self::start_as(ns, options, None).await
+    }
+
+    /// Like [`TestManager::start_with`], with the manager's own client configuration (e.g. a service
+    /// account's token) instead of the plane's admin.
+    pub async fn start_as(
+        ns: &TestNamespace,
+        mut options: ManagerOptions,
+        config: Option<kube::Config>,
+    ) -> Self {
         mini_kcm_crds::install(&ns.client)
             .await
             .unwrap_or_else(|e| panic!("installing the CRD copies: {e}"));
-        let config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
-            .await
-            .unwrap_or_else(|e| panic!("kube config of the plane: {e}"));
+        let config = match config {
+            Some(config) => config,
+            None => mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
+                .await
+                .unwrap_or_else(|e| panic!("kube config of the plane: {e}")),
+        };
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap_or_else(|e| panic!("free port: {e}"));
