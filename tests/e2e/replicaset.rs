@@ -33,27 +33,7 @@ fn kinds(family: ApiFamily) -> Kinds {
     }
 }
 
-/// Runs a scenario once for `apps/v1` and once for the CRD copies.
-macro_rules! for_both_families {
-    ($($name:ident),* $(,)?) => {
-        mod apps {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Apps).await
-                }
-            )*
-        }
-        mod copies {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Copies).await
-                }
-            )*
-        }
-    };
-}
+use mini_kcm_e2e::for_both_families;
 
 for_both_families!(
     scales_up_and_down,

@@ -222,3 +222,26 @@ pub fn controller_uid(pod: &Pod) -> Option<String> {
 
 /// Long enough for any convergence on a loaded 2-core machine; only reached when something is wrong.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs a scenario once for `apps/v1` and once for the CRD copies.
+#[macro_export]
+macro_rules! for_both_families {
+    ($($name:ident),* $(,)?) => {
+        mod apps {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Apps).await
+                }
+            )*
+        }
+        mod copies {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Copies).await
+                }
+            )*
+        }
+    };
+}

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
 use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
 use mini_kcm_runtime::client::{ClientRateLimit, rate_limited_client};
 use mini_kcm_runtime::informers::SharedInformers;
@@ -86,6 +87,19 @@ pub async fn run(
             ));
         }
     }
+    let mut deployment_controllers = Vec::new();
+    if options.enabled(ControllerName::Deployment) {
+        for family in &families {
+            let mut d_options = DeploymentOptions::new(*family);
+            d_options.workers = options.concurrent_deployment_syncs;
+            deployment_controllers.push(DeploymentController::new(
+                &informers,
+                client_for("deployment-controller")?,
+                d_options,
+                Some(queue_metrics.clone()),
+            ));
+        }
+    }
     tracing::info!(
         kinds = ?options.kinds,
         namespace = options.namespace.as_deref().unwrap_or("<all>"),
@@ -102,10 +116,17 @@ pub async fn run(
         let controller = controller.clone();
         workers.spawn(async move { controller.run().await });
     }
+    for controller in &deployment_controllers {
+        let controller = controller.clone();
+        workers.spawn(async move { controller.run().await });
+    }
     shutdown.await;
     tracing::info!("shutting down: finishing in-flight syncs");
     ready.store(false, Ordering::Release);
     for controller in &replica_set_controllers {
+        controller.shut_down();
+    }
+    for controller in &deployment_controllers {
         controller.shut_down();
     }
     while workers.join_next().await.is_some() {}
@@ -118,6 +139,7 @@ async fn check_crds(client: &kube::Client, options: &ManagerOptions) -> Result<(
     for controller in options.enabled_controllers() {
         let kind = match controller {
             ControllerName::ReplicaSet => WorkloadKind::ReplicaSet,
+            ControllerName::Deployment => WorkloadKind::Deployment,
         };
         let resource = kind.api_resource(ApiFamily::Copies);
         let api: kube::Api<kube::api::DynamicObject> =

@@ -28,15 +28,17 @@ impl Kinds {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControllerName {
     ReplicaSet,
+    Deployment,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 1] = [ControllerName::ReplicaSet];
+    pub const ALL: [ControllerName; 2] = [ControllerName::ReplicaSet, ControllerName::Deployment];
 
     /// The name in `--controllers` (kube-controller-manager's short names).
     pub fn name(self) -> &'static str {
         match self {
             ControllerName::ReplicaSet => "replicaset",
+            ControllerName::Deployment => "deployment",
         }
     }
 }

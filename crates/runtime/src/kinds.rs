@@ -93,7 +93,8 @@ impl WorkloadKind {
 pub const POD_CONTROLLER_INDEX: &str = "pod-controller";
 /// Pods indexed by `spec.nodeName` (DaemonSet: pods per node; ReplicaSet: related pods on a node).
 pub const POD_NODE_INDEX: &str = "pod-node";
-/// Workload objects (ReplicaSets, ControllerRevisions) indexed by their controller's UID.
+/// Workload objects (ReplicaSets, ControllerRevisions) indexed by their controller's UID, and orphans
+/// under `orphan/<namespace>` (so a Deployment claims from its own ReplicaSets plus the orphans).
 pub const CONTROLLER_UID_INDEX: &str = "controller-uid";
 
 /// The index value under which a pod's controller files it.
@@ -153,10 +154,10 @@ where
 {
     informers.informer::<Object<P, U>>(&kind.api_resource(family), || {
         vec![Indexer::new(CONTROLLER_UID_INDEX, |o: &Object<P, U>| {
-            controller_uid(&o.metadata)
-                .map(str::to_string)
-                .into_iter()
-                .collect()
+            vec![match controller_uid(&o.metadata) {
+                Some(uid) => uid.to_string(),
+                None => orphan_index_value(o.metadata.namespace.as_deref().unwrap_or_default()),
+            }]
         })]
     })
 }

@@ -1,0 +1,120 @@
+//! The Deployment controller itself: caches, queue, handlers and the sync that executes the pure plans of
+//! this crate against the API server.
+//!
+//! - [`handlers`]: informer events → Deployment keys;
+//! - [`sync`]: `syncDeployment` — claim ReplicaSets, then pause / rollback / scaling / rollout;
+//! - [`rollout`]: the steps that write: create the new ReplicaSet, scale, clean up, write status.
+
+mod handlers;
+mod rollout;
+mod sync;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::discovery::ApiResource;
+use mini_kcm_runtime::events::EventRecorder;
+use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::kinds::{
+    ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
+};
+use mini_kcm_runtime::worker::run_workers;
+use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
+
+pub use sync::SyncError;
+
+/// The `reportingController` of our events, as upstream.
+pub const EVENT_COMPONENT: &str = "deployment-controller";
+/// Upstream's `maxRetries`: a Deployment failing this many syncs in a row is dropped until its next event.
+pub const MAX_RETRIES: usize = 15;
+
+/// Settings of one Deployment controller instance.
+#[derive(Debug, Clone)]
+pub struct DeploymentOptions {
+    pub family: ApiFamily,
+    /// `--concurrent-deployment-syncs` (upstream default 5).
+    pub workers: usize,
+}
+
+impl DeploymentOptions {
+    pub fn new(family: ApiFamily) -> Self {
+        DeploymentOptions { family, workers: 5 }
+    }
+}
+
+/// One Deployment controller (for one API family).
+#[derive(Clone)]
+pub struct DeploymentController {
+    pub(crate) inner: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) options: DeploymentOptions,
+    pub(crate) resource: ApiResource,
+    pub(crate) rs_resource: ApiResource,
+    pub(crate) client: Client,
+    pub(crate) deployments: Informer<DeploymentObject>,
+    pub(crate) replica_sets: Informer<ReplicaSetObject>,
+    pub(crate) pods: Informer<Pod>,
+    pub(crate) queue: WorkQueue<String>,
+    pub(crate) recorder: EventRecorder,
+}
+
+impl DeploymentController {
+    /// Creates the controller on the shared informers and registers its handlers; `client` is the
+    /// controller's own rate-limited client. Call `SharedInformers::start` afterwards.
+    pub fn new(
+        informers: &SharedInformers,
+        client: Client,
+        options: DeploymentOptions,
+        queue_metrics: Option<WorkQueueMetrics>,
+    ) -> Self {
+        let family = options.family;
+        let controller = DeploymentController {
+            inner: Arc::new(Shared {
+                resource: WorkloadKind::Deployment.api_resource(family),
+                rs_resource: WorkloadKind::ReplicaSet.api_resource(family),
+                deployments: workload_informer(informers, WorkloadKind::Deployment, family),
+                replica_sets: workload_informer(informers, WorkloadKind::ReplicaSet, family),
+                pods: pod_informer(informers),
+                queue: WorkQueue::new(
+                    format!("deployment-{}", family.label()),
+                    default_controller_rate_limiter(),
+                    queue_metrics,
+                ),
+                recorder: EventRecorder::new(client.clone(), EVENT_COMPONENT),
+                client,
+                options,
+            }),
+        };
+        controller.register_handlers();
+        controller
+    }
+
+    /// Runs the workers until the queue is shut down.
+    pub async fn run(&self) {
+        let family = self.inner.options.family.label();
+        tracing::info!(
+            family,
+            workers = self.inner.options.workers,
+            "starting the Deployment controller"
+        );
+        let controller = self.clone();
+        run_workers(
+            "deployment",
+            self.inner.queue.clone(),
+            self.inner.options.workers,
+            Some(MAX_RETRIES),
+            move |key: String| {
+                let controller = controller.clone();
+                async move { controller.sync(&key).await }
+            },
+        )
+        .await;
+    }
+
+    pub fn shut_down(&self) {
+        self.inner.queue.shut_down();
+    }
+}

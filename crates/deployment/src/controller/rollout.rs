@@ -1,0 +1,508 @@
+//! The writing half of a Deployment sync: every step here executes a pure plan of this crate (new
+//! ReplicaSet, scale steps, cleanup, status) and keeps the in-memory view (`d`, `rss`) current with what
+//! the API server returned, as upstream passes updated objects along within one sync.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
+use mini_kcm_runtime::ownership::{OwnerInfo, is_conflict, is_not_found};
+use mini_kcm_runtime::pods::control::error_message;
+use serde_json::json;
+
+use super::DeploymentController;
+use super::sync::SyncError;
+use crate::accessors::{deployment_replicas, deployment_status, name};
+use crate::annotations::{
+    clear_rollback_to, last_revision, revision, rollback_to, set_deployment_annotations_to,
+};
+use crate::conditions::{
+    calculate_status, deployment_status_equal, messages, requeue_after_for_progress, rollout_status,
+};
+use crate::history::replica_sets_to_clean_up;
+use crate::new_replica_set::{
+    ExistingNewReplicaSet, bump_collision_count, is_own_new_replica_set, new_replica_set,
+    record_create_failure, record_new_replica_set, sync_existing_new_replica_set,
+};
+use crate::proportional::proportional_scale_plan;
+use crate::recreate::{old_pods_running, scale_down_old_replica_sets_for_recreate};
+use crate::replica_sets::{equal_ignore_hash, find_new_replica_set, find_old_replica_sets};
+use crate::rolling::{deployment_complete, reconcile_new_replica_set, reconcile_old_replica_sets};
+use crate::scale::{
+    SCALING_REPLICA_SET_REASON, ScaleStep, scale_replica_set, scaling_event_message,
+};
+
+pub(crate) struct Rollout<'a> {
+    c: &'a DeploymentController,
+    /// The Deployment as last read or written.
+    pub(crate) d: DeploymentObject,
+    /// Its claimed ReplicaSets as last read or written.
+    pub(crate) rss: Vec<ReplicaSetObject>,
+    d_api: Api<DeploymentObject>,
+    rs_api: Api<ReplicaSetObject>,
+}
+
+impl<'a> Rollout<'a> {
+    pub(crate) fn new(
+        c: &'a DeploymentController,
+        d: DeploymentObject,
+        rss: Vec<ReplicaSetObject>,
+        d_api: Api<DeploymentObject>,
+        rs_api: Api<ReplicaSetObject>,
+    ) -> Self {
+        Rollout {
+            c,
+            d,
+            rss,
+            d_api,
+            rs_api,
+        }
+    }
+
+    fn d_name(&self) -> String {
+        name(&self.d.metadata).to_string()
+    }
+
+    fn event(&self, warning: bool, reason: &str, note: String) {
+        let regarding = object_reference(&self.d, &self.c.inner.resource);
+        if warning {
+            self.c
+                .inner
+                .recorder
+                .warning(&regarding, None, reason, reason, note);
+        } else {
+            self.c
+                .inner
+                .recorder
+                .normal(&regarding, None, reason, reason, note);
+        }
+    }
+
+    // ---- new and old ReplicaSets ----
+
+    /// Upstream's `getAllReplicaSetsAndSyncRevision`: the new ReplicaSet (created when `create` and
+    /// missing) and the old ones; the new one's revision and annotations brought up to date.
+    pub(crate) async fn new_and_old(
+        &mut self,
+        create: bool,
+    ) -> Result<(Option<ReplicaSetObject>, Vec<ReplicaSetObject>), SyncError> {
+        let refs: Vec<&ReplicaSetObject> = self.rss.iter().collect();
+        let (_, all_old) = find_old_replica_sets(&self.d, &refs);
+        let old: Vec<ReplicaSetObject> = all_old.into_iter().cloned().collect();
+        let existing = find_new_replica_set(&self.d, &refs).cloned();
+        let new = match existing {
+            Some(existing) => Some(self.sync_existing(existing, &old).await?),
+            None if create => Some(self.create_new(&old).await?),
+            None => None,
+        };
+        Ok((new, old))
+    }
+
+    async fn sync_existing(
+        &mut self,
+        existing: ReplicaSetObject,
+        old: &[ReplicaSetObject],
+    ) -> Result<ReplicaSetObject, SyncError> {
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        match sync_existing_new_replica_set(&self.d, &existing, &old_refs, Timestamp::now()) {
+            ExistingNewReplicaSet::UpdateReplicaSet(rs) => self.replace_rs(rs).await,
+            ExistingNewReplicaSet::UpdateDeployment(d) => {
+                self.write_deployment(d).await?;
+                Ok(existing)
+            }
+            ExistingNewReplicaSet::UpToDate => Ok(existing),
+        }
+    }
+
+    async fn create_new(
+        &mut self,
+        old: &[ReplicaSetObject],
+    ) -> Result<ReplicaSetObject, SyncError> {
+        let s = &self.c.inner;
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        let owner = OwnerInfo::of(&self.d, &s.resource).controller_reference();
+        let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)
+            .map_err(|e| SyncError::Plan(e.to_string()))?;
+        let rs_name = name(&rs.metadata).to_string();
+        let revision_of_new = revision(&rs.metadata).unwrap_or(0);
+        let (created_rs, created) = match self.rs_api.create(&PostParams::default(), &rs).await {
+            Ok(created_rs) => (created_rs, true),
+            Err(e) if is_conflict(&e) => {
+                // Already exists: our own earlier create whose event we have not seen, or a hash
+                // collision with a ReplicaSet of another template.
+                let found = self
+                    .rs_api
+                    .get(&rs_name)
+                    .await
+                    .map_err(|e| SyncError::api("reading the existing new ReplicaSet", e))?;
+                if is_own_new_replica_set(&self.d, &found) {
+                    (found, false)
+                } else {
+                    let mut bumped = self.d.clone();
+                    bump_collision_count(&mut bumped);
+                    let count = bumped.status.as_ref().and_then(|s| s.collision_count);
+                    tracing::info!(replica_set = %rs_name, ?count, "hash collision: bumping collisionCount");
+                    self.write_deployment(bumped).await?;
+                    return Err(SyncError::Plan(format!(
+                        "hash collision with ReplicaSet {rs_name}; collisionCount raised"
+                    )));
+                }
+            }
+            Err(e) => {
+                let message = error_message(&e);
+                let mut failed = self.d.clone();
+                let note = record_create_failure(&mut failed, &rs_name, &message, Timestamp::now());
+                self.event(true, "ReplicaSetCreateError", note);
+                // The create error matters more than a failed status write.
+                let _ = self.write_deployment(failed).await;
+                return Err(SyncError::api(format!("creating ReplicaSet {rs_name}"), e));
+            }
+        };
+        if created {
+            let replicas = created_rs.spec.replicas.unwrap_or(0);
+            tracing::info!(replica_set = %rs_name, replicas, "created the new ReplicaSet for the current template");
+            if replicas > 0 {
+                self.event(
+                    false,
+                    SCALING_REPLICA_SET_REASON,
+                    messages::scaled_up_new_replica_set(&rs_name, replicas),
+                );
+            }
+            self.rss.push(created_rs.clone());
+        }
+        let mut recorded = self.d.clone();
+        if record_new_replica_set(
+            &mut recorded,
+            &rs_name,
+            revision_of_new,
+            created,
+            Timestamp::now(),
+        ) {
+            self.write_deployment(recorded).await?;
+        }
+        Ok(created_rs)
+    }
+
+    // ---- writes ----
+
+    async fn replace_rs(&mut self, rs: ReplicaSetObject) -> Result<ReplicaSetObject, SyncError> {
+        let rs_name = name(&rs.metadata).to_string();
+        let stored = self
+            .rs_api
+            .replace(&rs_name, &PostParams::default(), &rs)
+            .await
+            .map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
+        if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
+            *slot = stored.clone();
+        }
+        Ok(stored)
+    }
+
+    /// Executes scale steps in order (upstream's `scaleReplicaSetAndRecordEvent`); returns whether any
+    /// ReplicaSet's size changed. Stops at the first failure.
+    async fn execute(&mut self, steps: Vec<ScaleStep>) -> Result<bool, SyncError> {
+        let mut scaled = false;
+        for step in steps {
+            let Some(rs) = self
+                .rss
+                .iter()
+                .find(|r| name(&r.metadata) == step.name)
+                .cloned()
+            else {
+                continue;
+            };
+            let Some(updated) = scale_replica_set(&rs, step.to, &self.d, step.force) else {
+                continue;
+            };
+            let from = rs.spec.replicas.unwrap_or(0);
+            self.replace_rs(updated).await?;
+            if let Some(message) = scaling_event_message(&step.name, from, step.to) {
+                tracing::info!("{message}");
+                self.event(false, SCALING_REPLICA_SET_REASON, message);
+                scaled = true;
+            }
+        }
+        Ok(scaled)
+    }
+
+    /// Writes what differs between `desired` and the Deployment: annotations through the object itself
+    /// (a status write cannot change metadata of a CRD copy, and this keeps one path for both
+    /// families), the status through the status subresource.
+    pub(crate) async fn write_deployment(
+        &mut self,
+        desired: DeploymentObject,
+    ) -> Result<(), SyncError> {
+        let d_name = self.d_name();
+        let current = self.d.metadata.annotations.clone().unwrap_or_default();
+        let wanted = desired.metadata.annotations.clone().unwrap_or_default();
+        if current != wanted {
+            let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
+            for (k, v) in &wanted {
+                if current.get(k) != Some(v) {
+                    changes.insert(k.clone(), Some(v.clone()));
+                }
+            }
+            for k in current.keys().filter(|k| !wanted.contains_key(*k)) {
+                changes.insert(k.clone(), None);
+            }
+            let patch = json!({"metadata": {
+                "resourceVersion": self.d.metadata.resource_version,
+                "annotations": changes,
+            }});
+            self.d = self
+                .d_api
+                .patch(&d_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
+        }
+        let stored = deployment_status(&self.d).into_owned();
+        let new_status = desired.status.clone().unwrap_or_default();
+        if !deployment_status_equal(&stored, &new_status) {
+            let mut target = self.d.clone();
+            target.status = Some(new_status);
+            self.d = self
+                .d_api
+                .replace_status(&d_name, &PostParams::default(), &target)
+                .await
+                .map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+        }
+        Ok(())
+    }
+
+    /// A Deployment selecting everything: only mark the generation as observed.
+    pub(crate) async fn observe_generation_only(&mut self) -> Result<(), SyncError> {
+        let mut d = self.d.clone();
+        let status = d.status.get_or_insert_with(Default::default);
+        if status.observed_generation.unwrap_or(0) < d.metadata.generation.unwrap_or(0) {
+            status.observed_generation = d.metadata.generation;
+            self.write_deployment(d).await?;
+        }
+        Ok(())
+    }
+
+    // ---- status ----
+
+    fn all_refs<'b>(
+        new: Option<&'b ReplicaSetObject>,
+        old: &'b [ReplicaSetObject],
+    ) -> Vec<&'b ReplicaSetObject> {
+        old.iter().chain(new).collect()
+    }
+
+    /// Upstream's `syncDeploymentStatus`: counts and Available, no progress evaluation.
+    async fn sync_deployment_status(&mut self) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(false).await?;
+        let all = Self::all_refs(new.as_ref(), &old);
+        let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
+        let mut d = self.d.clone();
+        d.status = Some(status);
+        self.write_deployment(d).await
+    }
+
+    /// Upstream's `syncRolloutStatus`: counts, Available and Progressing; when nothing changed, requeue
+    /// for the progress deadline instead.
+    async fn sync_rollout_status(&mut self) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(false).await?;
+        let all = Self::all_refs(new.as_ref(), &old);
+        let now = Timestamp::now();
+        let status = rollout_status(&all, new.as_ref(), &self.d, now);
+        if deployment_status_equal(&deployment_status(&self.d), &status) {
+            if let Some(delay) = requeue_after_for_progress(&self.d, &status, now).queue_delay() {
+                let key = super::handlers::key_of(&self.d.metadata);
+                if delay.is_zero() {
+                    self.c.inner.queue.add_rate_limited(key);
+                } else {
+                    tracing::debug!(?delay, "requeued for the progress deadline");
+                    self.c.inner.queue.add_after(key, delay);
+                }
+            }
+            return Ok(());
+        }
+        let mut d = self.d.clone();
+        d.status = Some(status);
+        self.write_deployment(d).await
+    }
+
+    pub(crate) async fn sync_status_only(&mut self) -> Result<(), SyncError> {
+        self.sync_deployment_status().await
+    }
+
+    // ---- strategies ----
+
+    /// Upstream's `sync`: proportional scaling (scaling event or paused), cleanup when paused, status.
+    pub(crate) async fn sync_scale_and_status(&mut self) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(false).await?;
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        let steps = proportional_scale_plan(&self.d, new.as_ref(), &old_refs);
+        self.execute(steps).await?;
+        if self.d.spec.paused == Some(true) && rollback_to(&self.d).is_none() {
+            self.cleanup(&old).await?;
+        }
+        self.sync_deployment_status().await
+    }
+
+    pub(crate) async fn rollout_rolling(&mut self) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(true).await?;
+        let Some(new) = new else {
+            return Err(SyncError::Plan(
+                "no new ReplicaSet after creating one".into(),
+            ));
+        };
+        let all = Self::all_refs(Some(&new), &old);
+        if let Some(step) = reconcile_new_replica_set(&self.d, &all, &new)
+            .map_err(|e| SyncError::Plan(e.to_string()))?
+            && self.execute(vec![step]).await?
+        {
+            return self.sync_rollout_status().await;
+        }
+        // Re-read what the steps above may have changed.
+        let (new, old) = self.new_and_old(false).await?;
+        let Some(new) = new else {
+            return self.sync_rollout_status().await;
+        };
+        let all = Self::all_refs(Some(&new), &old);
+        let active_old: Vec<&ReplicaSetObject> =
+            crate::replica_sets::filter_active(&old.iter().collect::<Vec<_>>());
+        let plan = reconcile_old_replica_sets(&self.d, &all, &active_old, &new);
+        // Upstream swallows a failed old-ReplicaSet step: "not scaled", and the status sync goes on.
+        let executed = self.execute(plan.steps).await;
+        if plan.scaled && executed.is_ok() {
+            return self.sync_rollout_status().await;
+        }
+        let status = calculate_status(&all, Some(&new), &self.d, Timestamp::now());
+        if deployment_complete(&self.d, &status) {
+            self.cleanup(&old).await?;
+        }
+        self.sync_rollout_status().await
+    }
+
+    pub(crate) async fn rollout_recreate(
+        &mut self,
+        pods: &[(String, Arc<Pod>)],
+    ) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(false).await?;
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        if self
+            .execute(scale_down_old_replica_sets_for_recreate(&old_refs))
+            .await?
+        {
+            return self.sync_rollout_status().await;
+        }
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        let pod_refs = pods.iter().map(|(uid, pod)| (uid.as_str(), pod.as_ref()));
+        if old_pods_running(new.as_ref(), &old_refs, pod_refs) {
+            tracing::debug!("old pods still running: waiting before creating new ones");
+            return self.sync_rollout_status().await;
+        }
+        let (new, old) = if new.is_none() {
+            self.new_and_old(true).await?
+        } else {
+            (new, old)
+        };
+        if let Some(new) = &new {
+            let step = ScaleStep {
+                name: name(&new.metadata).to_string(),
+                from: new.spec.replicas.unwrap_or(0),
+                to: deployment_replicas(&self.d),
+                force: false,
+            };
+            self.execute(vec![step]).await?;
+        }
+        let all = Self::all_refs(new.as_ref(), &old);
+        let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
+        if deployment_complete(&self.d, &status) {
+            self.cleanup(&old).await?;
+        }
+        self.sync_rollout_status().await
+    }
+
+    /// Upstream's `rollback`: the template of the ReplicaSet with the requested revision (0 = the
+    /// previous one) becomes the Deployment's, and the rollback request is cleared.
+    pub(crate) async fn rollback(&mut self) -> Result<(), SyncError> {
+        let (new, old) = self.new_and_old(true).await?;
+        let all = Self::all_refs(new.as_ref(), &old);
+        let mut target = rollback_to(&self.d).unwrap_or(0);
+        if target == 0 {
+            target = last_revision(&all);
+            if target == 0 {
+                self.event(
+                    true,
+                    "DeploymentRollbackRevisionNotFound",
+                    "Unable to find last revision.".into(),
+                );
+                return self.clear_rollback().await;
+            }
+        }
+        let found = all
+            .iter()
+            .find(|rs| revision(&rs.metadata).ok() == Some(target))
+            .map(|rs| (*rs).clone());
+        let Some(rs) = found else {
+            self.event(
+                true,
+                "DeploymentRollbackRevisionNotFound",
+                "Unable to find the revision to rollback to.".into(),
+            );
+            return self.clear_rollback().await;
+        };
+        let template = crate::accessors::rs_template(&rs).into_owned();
+        let mut d = self.d.clone();
+        if equal_ignore_hash(&d.spec.template, &template) {
+            self.event(
+                true,
+                "DeploymentRollbackTemplateUnchanged",
+                messages::rollback_template_unchanged(&self.d_name()),
+            );
+        } else {
+            crate::replica_sets::set_from_replica_set_template(&mut d, &template);
+            set_deployment_annotations_to(&mut d, &rs);
+            self.event(
+                false,
+                "DeploymentRollback",
+                messages::rolled_back(&self.d_name(), target),
+            );
+        }
+        clear_rollback_to(&mut d);
+        self.replace_deployment(d).await
+    }
+
+    async fn clear_rollback(&mut self) -> Result<(), SyncError> {
+        let mut d = self.d.clone();
+        clear_rollback_to(&mut d);
+        self.replace_deployment(d).await
+    }
+
+    /// A full update of the Deployment (spec and metadata), as a rollback needs.
+    async fn replace_deployment(&mut self, d: DeploymentObject) -> Result<(), SyncError> {
+        let d_name = self.d_name();
+        self.d = self
+            .d_api
+            .replace(&d_name, &PostParams::default(), &d)
+            .await
+            .map_err(|e| SyncError::api("updating the Deployment", e))?;
+        Ok(())
+    }
+
+    /// Deletes the oldest fully scaled-down ReplicaSets beyond `revisionHistoryLimit`.
+    async fn cleanup(&mut self, old: &[ReplicaSetObject]) -> Result<(), SyncError> {
+        let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
+        let doomed: Vec<String> = replica_sets_to_clean_up(&self.d, &old_refs)
+            .into_iter()
+            .map(|rs| name(&rs.metadata).to_string())
+            .collect();
+        for rs_name in doomed {
+            tracing::info!(replica_set = %rs_name, "deleting an old ReplicaSet beyond revisionHistoryLimit");
+            match self.rs_api.delete(&rs_name, &DeleteParams::default()).await {
+                Ok(_) => self.rss.retain(|r| name(&r.metadata) != rs_name),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(SyncError::api(format!("deleting ReplicaSet {rs_name}"), e)),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! One sync of one Deployment (upstream's `syncDeployment`), in upstream's order:
+//!
+//! 1. an empty selector selects every pod: refuse (`SelectingAll`);
+//! 2. claim ReplicaSets (adopt orphans that match, release ours that stopped matching);
+//! 3. being deleted: only the status;
+//! 4. record pause / resume in the Progressing condition;
+//! 5. paused: scale and clean up only (never a new ReplicaSet);
+//! 6. a rollback was asked for (`deprecated.deployment.rollback.to`): roll back;
+//! 7. `spec.replicas` changed: scale (proportionally during a rollout);
+//! 8. otherwise roll out: Recreate or RollingUpdate.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::kinds::{
+    CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
+    orphan_index_value,
+};
+use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::selector::Selector;
+
+use super::DeploymentController;
+use super::rollout::Rollout;
+use crate::accessors::{RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, strategy_type};
+use crate::annotations::rollback_to;
+use crate::conditions::check_paused_conditions;
+use crate::proportional::is_scaling_event;
+
+/// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("malformed key {0:?}")]
+    BadKey(String),
+    #[error("claiming ReplicaSets: {0}")]
+    Claim(#[from] ClaimError),
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Plan(String),
+}
+
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {
+    /// A write conflict means our cache was behind; the retry reads the fresh object. Routine.
+    fn is_expected(&self) -> bool {
+        matches!(self, SyncError::Api { source, .. } if mini_kcm_runtime::ownership::is_conflict(source))
+    }
+}
+
+impl SyncError {
+    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> Self {
+        SyncError::Api {
+            action: action.into(),
+            source,
+        }
+    }
+}
+
+impl DeploymentController {
+    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let s = &self.inner;
+        let (namespace, name) = key
+            .split_once('/')
+            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
+        let Some(cached) = s.deployments.get(namespace, name) else {
+            tracing::debug!("Deployment has been deleted");
+            return Ok(());
+        };
+        let d: DeploymentObject = (*cached).clone();
+        let d_api: Api<DeploymentObject> =
+            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+        let rs_api: Api<ReplicaSetObject> =
+            Api::namespaced_with(s.client.clone(), namespace, &s.rs_resource);
+        let regarding = object_reference(&d, &s.resource);
+
+        let selector = match Selector::from_label_selector(&d.spec.selector) {
+            Ok(selector) if !selector.is_empty() => selector,
+            Ok(_) => {
+                s.recorder.warning(
+                    &regarding,
+                    None,
+                    "SelectingAll",
+                    "Select",
+                    "This deployment is selecting all pods. A non-empty selector is required."
+                        .into(),
+                );
+                let mut rollout = Rollout::new(self, d, Vec::new(), d_api, rs_api);
+                return rollout.observe_generation_only().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "invalid selector; not syncing");
+                return Ok(());
+            }
+        };
+
+        let rss = self
+            .claim_replica_sets(&d, &d_api, &rs_api, &selector)
+            .await?;
+        let mut rollout = Rollout::new(self, d, rss, d_api, rs_api);
+
+        if rollout.d.metadata.deletion_timestamp.is_some() {
+            return rollout.sync_status_only().await;
+        }
+
+        let mut paused_check = rollout.d.clone();
+        if check_paused_conditions(&mut paused_check, Timestamp::now()) {
+            rollout.write_deployment(paused_check).await?;
+        }
+
+        if rollout.d.spec.paused == Some(true) {
+            tracing::debug!("paused: scaling and cleanup only");
+            return rollout.sync_scale_and_status().await;
+        }
+        if rollback_to(&rollout.d).is_some() {
+            return rollout.rollback().await;
+        }
+        let (new_rs, old_rss) = rollout.new_and_old(false).await?;
+        let old_refs: Vec<&ReplicaSetObject> = old_rss.iter().collect();
+        if is_scaling_event(&rollout.d, new_rs.as_ref(), &old_refs) {
+            tracing::info!("spec.replicas changed: scaling the active ReplicaSets");
+            return rollout.sync_scale_and_status().await;
+        }
+        match strategy_type(&rollout.d) {
+            RECREATE_STRATEGY => {
+                let pods = self.pods_by_replica_set(&rollout.rss);
+                rollout.rollout_recreate(&pods).await
+            }
+            ROLLING_UPDATE_STRATEGY => rollout.rollout_rolling().await,
+            other => Err(SyncError::Plan(format!(
+                "unexpected deployment strategy type: {other}"
+            ))),
+        }
+    }
+
+    /// The Deployment's ReplicaSets after adoption and release: its own plus the namespace's orphans,
+    /// from the index, claimed by the selector.
+    async fn claim_replica_sets(
+        &self,
+        d: &DeploymentObject,
+        d_api: &Api<DeploymentObject>,
+        rs_api: &Api<ReplicaSetObject>,
+        selector: &Selector,
+    ) -> Result<Vec<ReplicaSetObject>, SyncError> {
+        let s = &self.inner;
+        let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let mut candidates = s.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
+        candidates.extend(
+            s.replica_sets
+                .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(namespace)),
+        );
+        let owner = OwnerInfo::of(d, &s.resource);
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let recheck = async || -> Result<(), ClaimError> {
+            let cannot = |reason: String| ClaimError::CannotAdopt {
+                owner: format!("{namespace}/{name}"),
+                reason,
+            };
+            let fresh = d_api.get(&name).await.map_err(|e| cannot(e.to_string()))?;
+            if fresh.metadata.uid.as_deref() != Some(uid.as_str()) {
+                return Err(cannot(format!(
+                    "original Deployment {namespace}/{name} is gone: got uid {:?}, wanted {uid}",
+                    fresh.metadata.uid
+                )));
+            }
+            if fresh.metadata.deletion_timestamp.is_some() {
+                return Err(cannot(format!(
+                    "Deployment {namespace}/{name} is being deleted"
+                )));
+            }
+            Ok(())
+        };
+        let matches = |rs: &ReplicaSetObject| {
+            rs.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| selector.matches(labels))
+        };
+        let claimed = claim(rs_api, &owner, candidates, matches, recheck).await?;
+        Ok(claimed
+            .claimed
+            .into_iter()
+            .map(Arc::unwrap_or_clone)
+            .collect())
+    }
+
+    /// Pods of the Deployment's ReplicaSets, with their ReplicaSet's UID (for Recreate).
+    fn pods_by_replica_set(&self, rss: &[ReplicaSetObject]) -> Vec<(String, Arc<Pod>)> {
+        rss.iter()
+            .filter_map(|rs| rs.metadata.uid.clone())
+            .flat_map(|uid| {
+                self.inner
+                    .pods
+                    .by_index(POD_CONTROLLER_INDEX, &uid)
+                    .into_iter()
+                    .map(move |pod| (uid.clone(), pod))
+            })
+            .collect()
+    }
+}

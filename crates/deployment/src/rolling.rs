@@ -1,0 +1,933 @@
+//! The RollingUpdate strategy: how far a rollout may surge above and dip below `spec.replicas`, the
+//! plans that scale the new ReplicaSet up and the old ones down (upstream's `rolling.go` and the
+//! arithmetic of `deployment_util.go`), and the predicates that judge a rollout's progress.
+//!
+//! A rollout step never lets the total of `spec.replicas` over all ReplicaSets exceed
+//! `replicas + maxSurge`, and never scales old ReplicaSets down further than keeps
+//! `replicas - maxUnavailable` pods available. Unavailable pods of the new ReplicaSet do not count as
+//! room to scale old ones down, so a broken new template cannot eat the old pods (e.g. 10 replicas,
+//! surge 3, unavailable 2: old 8 + new 5, and it stays there).
+
+use k8s_openapi::api::apps::v1::DeploymentStatus;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::accessors::{
+    RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, deployment_status, generation,
+    rs_available_replicas, rs_observed_generation, rs_ready_replicas, rs_replicas,
+    rs_status_replicas, rs_terminating_replicas, strategy_type,
+};
+use crate::conditions::{PROGRESSING, get_deployment_condition, reasons};
+use crate::replica_sets::cmp_by_creation;
+use crate::scale::ScaleStep;
+use crate::{DeploymentObject, Error, ReplicaSetObject};
+
+/// An integer, or a percentage of `total` (`"N%"`) rounded up or down (upstream's
+/// `GetScaledValueFromIntOrPercent`). A string without `%` is an error.
+pub fn scaled_value_from_int_or_percent(
+    value: &IntOrString,
+    total: i32,
+    round_up: bool,
+) -> Result<i32, Error> {
+    match value {
+        IntOrString::Int(v) => Ok(*v),
+        IntOrString::String(s) => {
+            let Some(number) = s.strip_suffix('%') else {
+                return Err(Error::InvalidIntOrPercent(format!(
+                    "invalid type: string {s:?} is not a percentage"
+                )));
+            };
+            let percent: i64 = number
+                .parse()
+                .map_err(|e| Error::InvalidIntOrPercent(format!("invalid value {s:?}: {e}")))?;
+            let scaled = percent as f64 * f64::from(total) / 100.0;
+            let rounded = if round_up {
+                scaled.ceil()
+            } else {
+                scaled.floor()
+            };
+            // Go converts through int to int32, wrapping; values that large fail validation anyway.
+            Ok(rounded as i64 as i32)
+        }
+    }
+}
+
+/// Resolves maxSurge and maxUnavailable against `desired` replicas: surge rounds up, unavailable rounds
+/// down, an absent value is 0. Both resolving to 0 (validation forbids it explicitly, but rounding down
+/// can produce it) makes unavailable 1, so the rollout can proceed even where surge pods cannot be
+/// scheduled (e.g. quota).
+pub fn resolve_fenceposts(
+    max_surge: Option<&IntOrString>,
+    max_unavailable: Option<&IntOrString>,
+    desired: i32,
+) -> Result<(i32, i32), Error> {
+    let zero = IntOrString::Int(0);
+    let surge = scaled_value_from_int_or_percent(max_surge.unwrap_or(&zero), desired, true)?;
+    let mut unavailable =
+        scaled_value_from_int_or_percent(max_unavailable.unwrap_or(&zero), desired, false)?;
+    if surge == 0 && unavailable == 0 {
+        unavailable = 1;
+    }
+    Ok((surge, unavailable))
+}
+
+/// Whether the Deployment uses the RollingUpdate strategy.
+pub fn is_rolling_update(d: &DeploymentObject) -> bool {
+    strategy_type(d) == ROLLING_UPDATE_STRATEGY
+}
+
+fn rolling_params(d: &DeploymentObject) -> (Option<&IntOrString>, Option<&IntOrString>) {
+    let rolling = d
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.rolling_update.as_ref());
+    (
+        rolling.and_then(|r| r.max_surge.as_ref()),
+        rolling.and_then(|r| r.max_unavailable.as_ref()),
+    )
+}
+
+fn fenceposts(d: &DeploymentObject) -> (i32, i32) {
+    let (surge, unavailable) = rolling_params(d);
+    // Invalid values are rejected by validation; upstream then reads both as 0.
+    resolve_fenceposts(surge, unavailable, deployment_replicas(d)).unwrap_or((0, 0))
+}
+
+/// The pods a rolling Deployment may have unavailable: 0 for Recreate or 0 replicas, at most
+/// `spec.replicas`.
+pub fn max_unavailable(d: &DeploymentObject) -> i32 {
+    let replicas = deployment_replicas(d);
+    if !is_rolling_update(d) || replicas == 0 {
+        return 0;
+    }
+    fenceposts(d).1.min(replicas)
+}
+
+/// The pods a rolling Deployment must keep available (0 for Recreate).
+pub fn min_available(d: &DeploymentObject) -> i32 {
+    if !is_rolling_update(d) {
+        return 0;
+    }
+    deployment_replicas(d) - max_unavailable(d)
+}
+
+/// The pods a rolling Deployment may run above `spec.replicas` (0 for Recreate).
+pub fn max_surge(d: &DeploymentObject) -> i32 {
+    if !is_rolling_update(d) {
+        return 0;
+    }
+    fenceposts(d).0
+}
+
+/// The size the new ReplicaSet may grow to now (upstream's `NewRSNewReplicas`).
+///
+/// RollingUpdate: up to `replicas + maxSurge` pods in total over all ReplicaSets, never above
+/// `replicas`; unchanged when the total is already at the limit. Recreate: `replicas` outright.
+pub fn new_rs_new_replicas(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> Result<i32, Error> {
+    let replicas = deployment_replicas(d);
+    match strategy_type(d) {
+        ROLLING_UPDATE_STRATEGY => {
+            // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
+            let surge = rolling_params(d).0.ok_or_else(|| {
+                Error::InvalidIntOrPercent("nil value for IntOrString".to_string())
+            })?;
+            let surge = scaled_value_from_int_or_percent(surge, replicas, true)?;
+            let current = get_replica_count_for_replica_sets(all_rss);
+            let max_total = replicas + surge;
+            let new_replicas = rs_replicas(new_rs);
+            if current >= max_total {
+                return Ok(new_replicas);
+            }
+            let scale_up = (max_total - current).min(replicas - new_replicas);
+            Ok(new_replicas + scale_up)
+        }
+        RECREATE_STRATEGY => Ok(replicas),
+        other => Err(Error::UnsupportedStrategy(other.to_string())),
+    }
+}
+
+/// The step for the new ReplicaSet of a rolling update, if it needs one (upstream's
+/// `reconcileNewReplicaSet`): down to `replicas` when above, else up as far as
+/// [`new_rs_new_replicas`] allows. A returned step always changes the size.
+pub fn reconcile_new_replica_set(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> Result<Option<ScaleStep>, Error> {
+    let replicas = deployment_replicas(d);
+    let current = rs_replicas(new_rs);
+    let target = match current.cmp(&replicas) {
+        std::cmp::Ordering::Equal => return Ok(None),
+        std::cmp::Ordering::Greater => replicas,
+        std::cmp::Ordering::Less => new_rs_new_replicas(d, all_rss, new_rs)?,
+    };
+    Ok((target != current).then(|| ScaleStep::new(new_rs, target, false)))
+}
+
+/// An old ReplicaSet with the size it has at this point of a plan.
+#[derive(Clone, Copy)]
+struct Sized<'a> {
+    rs: &'a ReplicaSetObject,
+    replicas: i32,
+}
+
+impl<'a> Sized<'a> {
+    fn of(rs: &'a ReplicaSetObject) -> Self {
+        Sized {
+            rs,
+            replicas: rs_replicas(rs),
+        }
+    }
+
+    fn step(&mut self, to: i32) -> ScaleStep {
+        let step = ScaleStep {
+            from: self.replicas,
+            to,
+            ..ScaleStep::new(self.rs, to, false)
+        };
+        self.replicas = to;
+        step
+    }
+}
+
+/// The outcome of scaling down unhealthy old replicas (upstream's `cleanupUnhealthyReplicas`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UnhealthyCleanup {
+    /// Steps, oldest ReplicaSet first.
+    pub steps: Vec<ScaleStep>,
+    /// The replicas the steps remove.
+    pub scaled_down: i32,
+    /// A ReplicaSet reports more available pods than `spec.replicas` (its status lags a scale-down):
+    /// upstream errors out at that ReplicaSet, after executing the steps before it. The rollout then
+    /// reports "not scaled" and waits for the status to catch up.
+    pub aborted: bool,
+}
+
+/// Scales down the unavailable pods of old ReplicaSets, oldest first, at most `max_cleanup_count` in
+/// total. Removing pods that are not available cannot lower availability, and the ReplicaSet
+/// controller deletes not-ready pods first, so this frees room without risk.
+pub fn cleanup_unhealthy_replicas(
+    old_rss: &[&ReplicaSetObject],
+    max_cleanup_count: i32,
+) -> UnhealthyCleanup {
+    let mut sized: Vec<Sized> = old_rss.iter().map(|rs| Sized::of(rs)).collect();
+    cleanup_unhealthy(&mut sized, max_cleanup_count)
+}
+
+fn cleanup_unhealthy(old: &mut [Sized], max_cleanup_count: i32) -> UnhealthyCleanup {
+    old.sort_by(|a, b| cmp_by_creation(a.rs, b.rs));
+    let mut result = UnhealthyCleanup::default();
+    for target in old.iter_mut() {
+        if result.scaled_down >= max_cleanup_count {
+            break;
+        }
+        let available = rs_available_replicas(target.rs);
+        if target.replicas == 0 || target.replicas == available {
+            continue;
+        }
+        let count = (max_cleanup_count - result.scaled_down).min(target.replicas - available);
+        let new_replicas = target.replicas - count;
+        if new_replicas > target.replicas {
+            tracing::debug!(
+                replica_set = ?target.rs.metadata.name,
+                from = target.replicas,
+                to = new_replicas,
+                "invalid request to scale down unhealthy replicas"
+            );
+            result.aborted = true;
+            return result;
+        }
+        result.steps.push(target.step(new_replicas));
+        result.scaled_down += count;
+    }
+    result
+}
+
+/// Steps scaling old ReplicaSets down, oldest first, by as many pods as are available above
+/// `minAvailable` over `all_rss` (upstream's `scaleDownOldReplicaSetsForRollingUpdate`).
+pub fn scale_down_old_replica_sets_for_rolling_update(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    old_rss: &[&ReplicaSetObject],
+) -> Vec<ScaleStep> {
+    let mut sized: Vec<Sized> = old_rss.iter().map(|rs| Sized::of(rs)).collect();
+    scale_down_old(
+        d,
+        get_available_replica_count_for_replica_sets(all_rss),
+        &mut sized,
+    )
+}
+
+fn scale_down_old(d: &DeploymentObject, available: i32, old: &mut [Sized]) -> Vec<ScaleStep> {
+    let min_available = deployment_replicas(d) - max_unavailable(d);
+    if available <= min_available {
+        return Vec::new();
+    }
+    old.sort_by(|a, b| cmp_by_creation(a.rs, b.rs));
+    let total = available - min_available;
+    let mut scaled = 0;
+    let mut steps = Vec::new();
+    for target in old.iter_mut() {
+        if scaled >= total {
+            break;
+        }
+        if target.replicas == 0 {
+            continue;
+        }
+        let count = target.replicas.min(total - scaled);
+        steps.push(target.step(target.replicas - count));
+        scaled += count;
+    }
+    steps
+}
+
+/// The plan for the old ReplicaSets of a rolling update (upstream's `reconcileOldReplicaSets`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OldReplicaSetsPlan {
+    /// `allPods - minAvailable - newRSUnavailable`: how many old pods may go in this sync at most.
+    pub max_scaled_down: i32,
+    /// Unhealthy-replica cleanup steps, then availability-bounded scale-down steps, in execution
+    /// order; one ReplicaSet may appear in both. Execute in order and stop at the first failure.
+    pub steps: Vec<ScaleStep>,
+    /// Whether upstream reports "scaled down" (and so syncs the rollout status and returns) once all
+    /// steps succeeded. Upstream swallows a failed step: treat any failure as "not scaled", no error.
+    pub scaled: bool,
+}
+
+/// Plans the scale-down of the active old ReplicaSets `old_rss` of a rolling update.
+///
+/// `all_rss` is every ReplicaSet of the Deployment (old and new). Unhealthy old replicas go first,
+/// since they only block the rollout; then old ReplicaSets shrink as far as availability allows.
+/// Sizes carry over between the two phases; statuses are the cached ones (upstream re-reads each
+/// updated ReplicaSet from the write's response, which can only differ if the ReplicaSet controller
+/// wrote a status in between).
+pub fn reconcile_old_replica_sets(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    old_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> OldReplicaSetsPlan {
+    if get_replica_count_for_replica_sets(old_rss) == 0 {
+        return OldReplicaSetsPlan::default();
+    }
+    let all_pods = get_replica_count_for_replica_sets(all_rss);
+    let min_available = deployment_replicas(d) - max_unavailable(d);
+    let new_unavailable = rs_replicas(new_rs) - rs_available_replicas(new_rs);
+    let max_scaled_down = all_pods - min_available - new_unavailable;
+    let mut plan = OldReplicaSetsPlan {
+        max_scaled_down,
+        ..Default::default()
+    };
+    if max_scaled_down <= 0 {
+        return plan;
+    }
+
+    let mut old: Vec<Sized> = old_rss.iter().map(|rs| Sized::of(rs)).collect();
+    let cleanup = cleanup_unhealthy(&mut old, max_scaled_down);
+    plan.steps = cleanup.steps;
+    if cleanup.aborted {
+        return plan;
+    }
+    let available =
+        get_available_replica_count_for_replica_sets(old_rss) + rs_available_replicas(new_rs);
+    let scale_down = scale_down_old(d, available, &mut old);
+    let scaled_down: i32 = scale_down.iter().map(ScaleStep::scaled_down).sum();
+    plan.steps.extend(scale_down);
+    plan.scaled = cleanup.scaled_down + scaled_down > 0;
+    plan
+}
+
+/// Σ `spec.replicas` (upstream's `GetReplicaCountForReplicaSets`).
+pub fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    rss.iter().map(|rs| rs_replicas(rs)).sum()
+}
+
+/// Σ `status.replicas`.
+pub fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    rss.iter().map(|rs| rs_status_replicas(rs)).sum()
+}
+
+/// Σ `status.readyReplicas`.
+pub fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    rss.iter().map(|rs| rs_ready_replicas(rs)).sum()
+}
+
+/// Σ `status.availableReplicas`.
+pub fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    rss.iter().map(|rs| rs_available_replicas(rs)).sum()
+}
+
+/// Σ `status.terminatingReplicas`, or `None` when a ReplicaSet the ReplicaSet controller has synced
+/// does not report it (then the sum is unknown). Never-synced ReplicaSets count as 0.
+pub fn get_terminating_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> Option<i32> {
+    let mut total = 0;
+    for rs in rss {
+        match rs_terminating_replicas(rs) {
+            Some(n) => total += n,
+            None if rs_observed_generation(rs) == 0 => {}
+            None => return None,
+        }
+    }
+    Some(total)
+}
+
+/// A rollout is complete once every desired replica is updated and available, no old pod is left,
+/// and the status describes the current generation.
+pub fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> bool {
+    let replicas = deployment_replicas(d);
+    status.updated_replicas.unwrap_or(0) == replicas
+        && status.replicas.unwrap_or(0) == replicas
+        && status.available_replicas.unwrap_or(0) == replicas
+        && status.observed_generation.unwrap_or(0) >= generation(&d.metadata)
+}
+
+/// Whether `new_status` shows progress over the Deployment's stored status: more updated, ready or
+/// available pods, or fewer old pods.
+pub fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatus) -> bool {
+    let old = deployment_status(d);
+    let count = |v: Option<i32>| v.unwrap_or(0);
+    let old_old_replicas = count(old.replicas) - count(old.updated_replicas);
+    let new_old_replicas = count(new_status.replicas) - count(new_status.updated_replicas);
+    count(new_status.updated_replicas) > count(old.updated_replicas)
+        || new_old_replicas < old_old_replicas
+        || count(new_status.ready_replicas) > count(old.ready_replicas)
+        || count(new_status.available_replicas) > count(old.available_replicas)
+}
+
+/// Whether the Deployment has a progress deadline (`progressDeadlineSeconds` set and not the
+/// "no deadline" sentinel `i32::MAX`).
+pub fn has_progress_deadline(d: &DeploymentObject) -> bool {
+    d.spec
+        .progress_deadline_seconds
+        .is_some_and(|s| s != i32::MAX)
+}
+
+/// Whether the rollout has exceeded its progress deadline at `now`: the Progressing condition of
+/// `new_status` already says so, or its lastUpdateTime is more than `progressDeadlineSeconds` ago.
+/// Never after a completed rollout (reason NewReplicaSetAvailable): its condition may simply be old.
+pub fn deployment_timed_out(
+    d: &DeploymentObject,
+    new_status: &DeploymentStatus,
+    now: Timestamp,
+) -> bool {
+    let Some(deadline) = d
+        .spec
+        .progress_deadline_seconds
+        .filter(|_| has_progress_deadline(d))
+    else {
+        return false;
+    };
+    let Some(condition) = get_deployment_condition(new_status, PROGRESSING) else {
+        return false;
+    };
+    match condition.reason.as_deref() {
+        Some(reasons::NEW_RS_AVAILABLE) => return false,
+        Some(reasons::TIMED_OUT) => return true,
+        _ => {}
+    }
+    // An absent lastUpdateTime is Go's zero time: long past any deadline.
+    let Some(from) = condition.last_update_time.as_ref().map(|t| t.0) else {
+        return true;
+    };
+    from.checked_add(SignedDuration::from_secs(i64::from(deadline)))
+        .is_ok_and(|expiry| expiry < now)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::DeploymentCondition;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::testutil::{
+        deployment, deployment_with, recreate, rs, rs_at, ts, with_available, with_status,
+    };
+
+    fn pct(s: &str) -> IntOrString {
+        IntOrString::String(s.to_string())
+    }
+
+    #[test]
+    fn resolve_fenceposts_table() {
+        // Mirrors upstream TestResolveFenceposts.
+        type Row = (
+            Option<&'static str>,
+            Option<&'static str>,
+            i32,
+            Option<(i32, i32)>,
+        );
+        let cases: [Row; 7] = [
+            (Some("0%"), Some("0%"), 0, Some((0, 1))),
+            (Some("39%"), Some("39%"), 10, Some((4, 3))),
+            (Some("oops"), Some("39%"), 10, None),
+            (Some("55%"), Some("urg"), 10, None),
+            (None, Some("39%"), 10, Some((0, 3))),
+            (Some("39%"), None, 10, Some((4, 0))),
+            (None, None, 10, Some((0, 1))),
+        ];
+        for (i, (surge, unavailable, desired, expected)) in cases.into_iter().enumerate() {
+            let surge = surge.map(pct);
+            let unavailable = unavailable.map(pct);
+            let got = resolve_fenceposts(surge.as_ref(), unavailable.as_ref(), desired);
+            assert_eq!(got.ok(), expected, "case {i}");
+        }
+    }
+
+    #[test]
+    fn percent_rounding() {
+        assert_eq!(
+            scaled_value_from_int_or_percent(&pct("25%"), 10, true),
+            Ok(3)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(&pct("25%"), 10, false),
+            Ok(2)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(&IntOrString::Int(7), 10, false),
+            Ok(7)
+        );
+        assert!(scaled_value_from_int_or_percent(&pct("25"), 10, false).is_err());
+        assert!(scaled_value_from_int_or_percent(&pct("x%"), 10, false).is_err());
+    }
+
+    #[test]
+    fn new_rs_new_replicas_table() {
+        // Mirrors upstream TestNewRSNewReplicas: all RSs = one RS of 5; maxUnavailable 1.
+        let cases = [
+            ("can not scale up - to newRSReplicas", false, 1, 5, 1, 5),
+            ("scale up - to depReplicas", false, 6, 2, 10, 6),
+            ("recreate - to depReplicas", true, 3, 1, 1, 3),
+        ];
+        let rs5 = rs("rs5", 5);
+        for (name, is_recreate, dep_replicas, new_rs_replicas, surge, expected) in cases {
+            let mut d = deployment("nginx", dep_replicas, surge, 1);
+            if is_recreate {
+                d = recreate(d);
+            }
+            let new_rs = rs("new", new_rs_replicas);
+            assert_eq!(
+                new_rs_new_replicas(&d, &[&rs5], &new_rs),
+                Ok(expected),
+                "{name}"
+            );
+        }
+        let mut d = deployment("nginx", 3, 1, 1);
+        d.spec.strategy.as_mut().unwrap().type_ = Some("Bogus".into());
+        assert!(new_rs_new_replicas(&d, &[&rs5], &rs("new", 1)).is_err());
+        let no_surge = deployment_with("nginx", 3, None, Some(IntOrString::Int(1)));
+        assert!(new_rs_new_replicas(&no_surge, &[&rs5], &rs("new", 1)).is_err());
+    }
+
+    #[test]
+    fn max_unavailable_table() {
+        // Mirrors upstream TestMaxUnavailable (maxSurge 1).
+        let d = |replicas, unavailable: IntOrString| {
+            deployment_with("d", replicas, Some(IntOrString::Int(1)), Some(unavailable))
+        };
+        let cases = [
+            (
+                "maxUnavailable less than replicas",
+                d(10, IntOrString::Int(5)),
+                5,
+            ),
+            (
+                "maxUnavailable equal replicas",
+                d(10, IntOrString::Int(10)),
+                10,
+            ),
+            (
+                "maxUnavailable greater than replicas",
+                d(5, IntOrString::Int(10)),
+                5,
+            ),
+            (
+                "maxUnavailable with replicas is 0",
+                d(0, IntOrString::Int(10)),
+                0,
+            ),
+            (
+                "maxUnavailable with Recreate deployment strategy",
+                recreate(d(10, IntOrString::Int(5))),
+                0,
+            ),
+            (
+                "maxUnavailable less than replicas with percents",
+                d(10, pct("50%")),
+                5,
+            ),
+            (
+                "maxUnavailable equal replicas with percents",
+                d(10, pct("100%")),
+                10,
+            ),
+            (
+                "maxUnavailable greater than replicas with percents",
+                d(5, pct("100%")),
+                5,
+            ),
+        ];
+        for (name, d, expected) in cases {
+            assert_eq!(max_unavailable(&d), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn min_available_table() {
+        // Mirrors upstream TestMinAvailable (maxSurge 1).
+        let d = |replicas, unavailable: IntOrString| {
+            deployment_with("d", replicas, Some(IntOrString::Int(1)), Some(unavailable))
+        };
+        let cases = [
+            (d(10, IntOrString::Int(5)), 5),
+            (d(10, IntOrString::Int(10)), 0),
+            (d(5, IntOrString::Int(10)), 0),
+            (d(0, IntOrString::Int(10)), 0),
+            (recreate(d(10, IntOrString::Int(1))), 0),
+            (d(10, pct("60%")), 4),
+            (d(10, pct("100%")), 0),
+            (d(5, pct("100%")), 0),
+        ];
+        for (i, (d, expected)) in cases.into_iter().enumerate() {
+            assert_eq!(min_available(&d), expected, "case {i}");
+        }
+    }
+
+    #[test]
+    fn recreate_ignores_an_inert_rolling_update_block() {
+        // The CRD copies default rollingUpdate even for Recreate.
+        let mut d = deployment("d", 10, 3, 2);
+        d.spec.strategy.as_mut().unwrap().type_ = Some("Recreate".into());
+        assert_eq!((max_surge(&d), max_unavailable(&d)), (0, 0));
+    }
+
+    #[test]
+    fn reconcile_new_replica_set_table() {
+        // Mirrors upstream TestDeploymentController_reconcileNewReplicaSet (maxUnavailable 0).
+        let cases = [
+            (10, 0, 10, 0, None),
+            (10, 2, 10, 0, Some(2)),
+            (10, 2, 5, 0, Some(7)),
+            (10, 2, 10, 2, None),
+            (10, 2, 2, 11, Some(10)),
+        ];
+        for (i, (replicas, surge, old, new, expected)) in cases.into_iter().enumerate() {
+            let new_rs = rs("foo-v2", new);
+            let old_rs = rs("foo-v2", old);
+            let d = deployment("foo", replicas, surge, 0);
+            let step = reconcile_new_replica_set(&d, &[&new_rs, &old_rs], &new_rs).unwrap();
+            assert_eq!(step.map(|s| s.to), expected, "case {i}");
+        }
+    }
+
+    #[test]
+    fn reconcile_old_replica_sets_table() {
+        // Mirrors upstream TestDeploymentController_reconcileOldReplicaSets (maxSurge 0). The last
+        // column is the old ReplicaSet's final size (upstream checks only "scaled").
+        let cases = [
+            (10, 0, 10, 0, 10, 0, true, 9),
+            (10, 2, 10, 0, 10, 0, true, 8),
+            // Unhealthy replicas of the old ReplicaSet are cleaned up.
+            (10, 2, 10, 0, 8, 0, true, 8),
+            // One unhealthy replica cleaned up, one ready pod scaled down.
+            (10, 2, 10, 0, 9, 0, true, 8),
+            // Unavailable pods of the new ReplicaSet do not make room for scaling old ones down.
+            (10, 2, 8, 2, 8, 0, false, 8),
+        ];
+        for (i, (replicas, unavailable, old, new, old_ready, new_ready, scaled, final_old)) in
+            cases.into_iter().enumerate()
+        {
+            let new_rs = with_available(rs("foo-new", new), new_ready);
+            let old_rs = with_available(rs("foo-old", old), old_ready);
+            let d = deployment("foo", replicas, 0, unavailable);
+            let plan = reconcile_old_replica_sets(&d, &[&old_rs, &new_rs], &[&old_rs], &new_rs);
+            assert_eq!(plan.scaled, scaled, "case {i}");
+            let last = plan.steps.last().map_or(old, |s| s.to);
+            assert_eq!(last, final_old, "case {i}");
+            // Steps chain: each starts where the previous one left the ReplicaSet.
+            let mut size = old;
+            for s in &plan.steps {
+                assert_eq!(s.from, size, "case {i}");
+                size = s.to;
+            }
+        }
+    }
+
+    #[test]
+    fn reconcile_old_replica_sets_waits_for_lagging_status() {
+        // An old ReplicaSet reports more available pods than its spec (status lags a scale-down):
+        // upstream errors inside the cleanup and reports "not scaled".
+        let d = deployment("foo", 10, 3, 2);
+        let lagging = with_available(rs_at("old-1", 5, "2016-05-20T00:00:00Z"), 7);
+        let new_rs = with_available(rs_at("new", 8, "2016-05-20T01:00:00Z"), 8);
+        let plan = reconcile_old_replica_sets(&d, &[&lagging, &new_rs], &[&lagging], &new_rs);
+        assert!(!plan.scaled);
+        assert!(plan.steps.is_empty());
+    }
+
+    #[test]
+    fn cleanup_unhealthy_replicas_table() {
+        // Mirrors upstream TestDeploymentController_cleanupUnhealthyReplicas.
+        let cases = [(10, 8, 1, 1), (10, 8, 3, 2), (10, 8, 0, 0), (10, 10, 3, 0)];
+        for (i, (old, ready, max_cleanup, expected)) in cases.into_iter().enumerate() {
+            let old_rs = with_available(rs("foo-v2", old), ready);
+            let result = cleanup_unhealthy_replicas(&[&old_rs], max_cleanup);
+            assert_eq!(result.scaled_down, expected, "case {i}");
+            assert!(!result.aborted);
+        }
+    }
+
+    #[test]
+    fn scale_down_old_replica_sets_for_rolling_update_table() {
+        // Mirrors upstream TestDeploymentController_scaleDownOldReplicaSetsForRollingUpdate (maxSurge 0).
+        let cases = [
+            (10, 0, 10, 10, Some(9)),
+            (10, 2, 10, 10, Some(8)),
+            (10, 2, 8, 10, None),
+            (10, 2, 10, 0, None),
+            (10, 2, 1, 10, None),
+        ];
+        for (i, (replicas, unavailable, ready, old, expected)) in cases.into_iter().enumerate() {
+            let old_rs = with_available(rs("foo-v2", old), ready);
+            let d = deployment("foo", replicas, 0, unavailable);
+            let steps = scale_down_old_replica_sets_for_rolling_update(&d, &[&old_rs], &[&old_rs]);
+            assert!(steps.len() <= 1, "case {i}: one update at most");
+            assert_eq!(steps.first().map(|s| s.to), expected, "case {i}");
+        }
+    }
+
+    #[test]
+    fn replica_counts() {
+        // Mirrors upstream TestGetReplicaCountForReplicaSets.
+        let mut rs1 = with_status(rs("rs1", 1), 2, 0);
+        rs1.status.as_mut().unwrap().observed_generation = Some(1);
+        rs1.status.as_mut().unwrap().terminating_replicas = Some(3);
+        let mut rs2 = with_status(rs("rs2", 2), 3, 0);
+        rs2.status.as_mut().unwrap().terminating_replicas = Some(1);
+        let rs3 = with_status(rs("unsynced", 3), 0, 0);
+        let mut rs4 = with_status(rs("dropped", 1), 1, 0);
+        rs4.status.as_mut().unwrap().observed_generation = Some(1);
+
+        let cases: [(&[&ReplicaSetObject], i32, i32, Option<i32>); 6] = [
+            (&[&rs1], 1, 2, Some(3)),
+            (&[&rs1, &rs2], 3, 5, Some(4)),
+            (&[&rs3], 3, 0, Some(0)),
+            (&[&rs1, &rs2, &rs3], 6, 5, Some(4)),
+            (&[&rs4], 1, 1, None),
+            (&[&rs1, &rs2, &rs3, &rs4], 7, 6, None),
+        ];
+        for (i, (sets, count, actual, terminating)) in cases.into_iter().enumerate() {
+            assert_eq!(get_replica_count_for_replica_sets(sets), count, "case {i}");
+            assert_eq!(
+                get_actual_replica_count_for_replica_sets(sets),
+                actual,
+                "case {i}"
+            );
+            assert_eq!(
+                get_terminating_replica_count_for_replica_sets(sets),
+                terminating,
+                "case {i}"
+            );
+        }
+        let a = with_status(rs("a", 3), 3, 2);
+        let b = with_status(rs("b", 3), 3, 1);
+        assert_eq!(get_ready_replica_count_for_replica_sets(&[&a, &b]), 3);
+        assert_eq!(get_available_replica_count_for_replica_sets(&[&a, &b]), 3);
+    }
+
+    fn status(replicas: i32, updated: i32, ready: i32, available: i32) -> DeploymentStatus {
+        DeploymentStatus {
+            replicas: Some(replicas),
+            updated_replicas: Some(updated),
+            ready_replicas: Some(ready),
+            available_replicas: Some(available),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deployment_complete_table() {
+        // Mirrors upstream TestDeploymentComplete: (desired, current, updated, available, maxUnavailable, maxSurge).
+        let cases = [
+            (
+                "not complete: min but not all pods become available",
+                (5, 5, 5, 4, 1, 0),
+                false,
+            ),
+            (
+                "not complete: min availability is not honored",
+                (5, 5, 5, 3, 1, 0),
+                false,
+            ),
+            ("complete", (5, 5, 5, 5, 0, 0), true),
+            (
+                "not complete: all pods are available but not updated",
+                (5, 5, 4, 5, 0, 0),
+                false,
+            ),
+            (
+                "not complete: still running old pods",
+                (1, 2, 1, 1, 0, 1),
+                false,
+            ),
+            (
+                "not complete: one replica deployment never comes up",
+                (1, 1, 1, 0, 1, 1),
+                false,
+            ),
+        ];
+        for (name, (desired, current, updated, available, unavailable, surge), expected) in cases {
+            let mut d = deployment("d", desired, surge, unavailable);
+            d.status = Some(status(current, updated, 0, available));
+            assert_eq!(
+                deployment_complete(&d, d.status.as_ref().unwrap()),
+                expected,
+                "{name}"
+            );
+        }
+        // The status must describe the current generation.
+        let mut d = deployment("d", 1, 0, 1);
+        d.metadata.generation = Some(2);
+        let mut s = status(1, 1, 1, 1);
+        s.observed_generation = Some(1);
+        assert!(!deployment_complete(&d, &s));
+        s.observed_generation = Some(2);
+        assert!(deployment_complete(&d, &s));
+    }
+
+    #[test]
+    fn deployment_progressing_table() {
+        // Mirrors upstream TestDeploymentProgressing: (current, updated, ready, available).
+        let cases = [
+            (
+                "progressing: updated pods",
+                (10, 4, 4, 4),
+                (10, 6, 4, 4),
+                true,
+            ),
+            ("not progressing", (10, 4, 4, 4), (10, 4, 4, 4), false),
+            (
+                "progressing: old pods removed",
+                (10, 4, 6, 6),
+                (8, 4, 6, 6),
+                true,
+            ),
+            (
+                "not progressing: less new pods",
+                (10, 7, 3, 3),
+                (10, 6, 3, 3),
+                false,
+            ),
+            (
+                "progressing: less overall but more new pods",
+                (10, 4, 7, 7),
+                (8, 8, 5, 5),
+                true,
+            ),
+            (
+                "progressing: more ready pods",
+                (10, 10, 9, 8),
+                (10, 10, 10, 8),
+                true,
+            ),
+            (
+                "progressing: more available pods",
+                (10, 10, 10, 9),
+                (10, 10, 10, 10),
+                true,
+            ),
+        ];
+        for (name, old, new, expected) in cases {
+            let mut d = deployment("d", 10, 0, 1);
+            d.status = Some(status(old.0, old.1, old.2, old.3));
+            assert_eq!(
+                deployment_progressing(&d, &status(new.0, new.1, new.2, new.3)),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn deployment_timed_out_table() {
+        // Mirrors upstream TestDeploymentTimedOut.
+        let at = |min: u32, sec: u32| ts(&format!("2016-01-01T00:{min:02}:{sec:02}Z"));
+        let d = |reason: &str, pds: Option<i32>, from: Option<Timestamp>| {
+            let mut d = deployment("d", 1, 0, 1);
+            d.spec.progress_deadline_seconds = pds;
+            d.status = Some(DeploymentStatus {
+                conditions: Some(vec![DeploymentCondition {
+                    type_: PROGRESSING.into(),
+                    status: "True".into(),
+                    reason: (!reason.is_empty()).then(|| reason.to_string()),
+                    last_update_time: from.map(Time),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            d
+        };
+        let cases = [
+            (
+                "nil progressDeadlineSeconds specified - no timeout",
+                d("", None, Some(at(1, 9))),
+                at(1, 20),
+                false,
+            ),
+            (
+                "infinite progressDeadlineSeconds specified - no timeout",
+                d("", Some(i32::MAX), Some(at(1, 9))),
+                at(1, 20),
+                false,
+            ),
+            (
+                "progressDeadlineSeconds: 10s, now - started => 00:01:20 - 00:01:09 => 11s",
+                d("", Some(10), Some(at(1, 9))),
+                at(1, 20),
+                true,
+            ),
+            (
+                "progressDeadlineSeconds: 10s, now - started => 00:01:20 - 00:01:11 => 9s",
+                d("", Some(10), Some(at(1, 11))),
+                at(1, 20),
+                false,
+            ),
+            (
+                "previous status was a complete deployment",
+                d(reasons::NEW_RS_AVAILABLE, None, None),
+                at(1, 20),
+                false,
+            ),
+            (
+                "complete deployment with a deadline never times out",
+                d(reasons::NEW_RS_AVAILABLE, Some(10), Some(at(0, 0))),
+                at(1, 20),
+                false,
+            ),
+            (
+                "already timed out",
+                d(reasons::TIMED_OUT, Some(10), Some(at(1, 19))),
+                at(1, 20),
+                true,
+            ),
+            (
+                "exactly at the deadline is not past it",
+                d("", Some(10), Some(at(1, 10))),
+                at(1, 20),
+                false,
+            ),
+        ];
+        for (name, d, now, expected) in cases {
+            assert_eq!(
+                deployment_timed_out(&d, d.status.as_ref().unwrap(), now),
+                expected,
+                "{name}"
+            );
+        }
+    }
+}

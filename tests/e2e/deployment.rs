@@ -1,0 +1,688 @@
+//! The Deployment controller on a real control plane, for `apps/v1` Deployments and the
+//! `minikcm.dev` copies (every scenario once per family). mini-kcm runs both its Deployment and
+//! ReplicaSet controllers, scoped to each test's namespace; kube-controller-manager runs neither.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use mini_kcm_e2e::{
+    TIMEOUT, TestManager, app_selector, controller_uid, for_both_families, is_active, pod_template,
+    selector,
+};
+use mini_kcm_manager::Kinds;
+use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
+use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
+use serde_json::json;
+
+const REVISION: &str = "deployment.kubernetes.io/revision";
+const HASH: &str = "pod-template-hash";
+
+fn plane() -> &'static PlaneInfo {
+    shared_plane(PlaneConfig::default())
+}
+
+for_both_families!(
+    becomes_available_with_one_labelled_replica_set,
+    rolling_update_keeps_surge_and_availability_bounds,
+    recreate_never_runs_old_and_new_pods_together,
+    a_stuck_rollout_exceeds_its_progress_deadline,
+    scaling_mid_rollout_is_proportional,
+    pause_holds_the_rollout_and_resume_completes_it,
+    rollback_reuses_the_old_replica_set,
+    revision_history_limit_deletes_old_replica_sets,
+    orphaned_replica_set_is_adopted_again,
+);
+
+fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
+    Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::Deployment.api_resource(family),
+    )
+}
+
+fn replica_sets(ns: &TestNamespace, family: ApiFamily) -> Api<ReplicaSetObject> {
+    Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::ReplicaSet.api_resource(family),
+    )
+}
+
+fn deployment(name: &str, replicas: i32, family: ApiFamily) -> DeploymentObject {
+    let mut d = DeploymentObject::new(
+        name,
+        &WorkloadKind::Deployment.api_resource(family),
+        DeploymentSpec {
+            replicas: Some(replicas),
+            selector: selector(name),
+            template: pod_template(name),
+            ..Default::default()
+        },
+    );
+    d.status = None;
+    d
+}
+
+fn rolling(d: &mut DeploymentObject, surge: i32, unavailable: i32) {
+    d.spec.strategy = Some(DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(surge)),
+            max_unavailable: Some(IntOrString::Int(unavailable)),
+        }),
+    });
+}
+
+async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
+    let ns = TestNamespace::create(plane(), &format!("{prefix}-{}", family.label())).await;
+    let kinds = match family {
+        ApiFamily::Apps => Kinds::Apps,
+        ApiFamily::Copies => Kinds::Copies,
+    };
+    let manager = TestManager::start(&ns, kinds).await;
+    (ns, manager)
+}
+
+/// Waits until the Deployment is complete: every replica updated and available, generation observed.
+async fn wait_complete(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    replicas: i32,
+) -> DeploymentObject {
+    ns.wait_for_with(
+        &deployments(ns, family),
+        WorkloadKind::Deployment.api_resource(family),
+        name,
+        &format!("a complete rollout of {replicas} replicas"),
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                let s = d.status.clone().unwrap_or_default();
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas.unwrap_or(0) == replicas
+                    && s.available_replicas.unwrap_or(0) == replicas
+                    && s.replicas.unwrap_or(0) == replicas
+                    && progressing_reason(d).as_deref() == Some("NewReplicaSetAvailable")
+            })
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn progressing_reason(d: &DeploymentObject) -> Option<String> {
+    d.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .and_then(|c| c.reason.clone())
+}
+
+/// The Deployment's ReplicaSets (owned by it), waited for until `condition` holds.
+async fn wait_replica_sets(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    d_uid: &str,
+    what: &str,
+    condition: impl Fn(&[&ReplicaSetObject]) -> bool,
+) -> Vec<ReplicaSetObject> {
+    let owned = |all: &[ReplicaSetObject]| -> Vec<ReplicaSetObject> {
+        all.iter()
+            .filter(|rs| mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(d_uid))
+            .cloned()
+            .collect()
+    };
+    let all = ns
+        .wait_for_list_with(
+            &replica_sets(ns, family),
+            WorkloadKind::ReplicaSet.api_resource(family),
+            watcher::Config::default(),
+            what,
+            TIMEOUT,
+            |all| {
+                let owned = owned(all);
+                condition(&owned.iter().collect::<Vec<_>>())
+            },
+        )
+        .await;
+    owned(&all)
+}
+
+fn replicas_of(rs: &ReplicaSetObject) -> i32 {
+    rs.spec.replicas.unwrap_or(0)
+}
+
+fn image(tag: &str) -> serde_json::Value {
+    json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": format!("registry.k8s.io/pause:{tag}")}]}}}})
+}
+
+async fn patch(ns: &TestNamespace, family: ApiFamily, name: &str, body: serde_json::Value) {
+    deployments(ns, family)
+        .patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .unwrap();
+}
+
+async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-basic", family).await;
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &deployment("web", 3, family))
+        .await
+        .unwrap();
+    let d = wait_complete(&ns, family, "web", 3).await;
+    let uid = created.metadata.uid.unwrap();
+    let rss = wait_replica_sets(&ns, family, &uid, "one ReplicaSet", |rss| rss.len() == 1).await;
+    let rs = &rss[0];
+    let hash = rs.metadata.labels.as_ref().unwrap()[HASH].clone();
+    assert_eq!(
+        rs.metadata.name.as_deref(),
+        Some(format!("web-{hash}").as_str())
+    );
+    assert_eq!(rs.spec.selector.match_labels.as_ref().unwrap()[HASH], hash);
+    let template_labels = rs
+        .spec
+        .template
+        .as_ref()
+        .unwrap()
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .clone()
+        .unwrap();
+    assert_eq!(template_labels[HASH], hash);
+    assert_eq!(rs.metadata.annotations.as_ref().unwrap()[REVISION], "1");
+    assert_eq!(d.metadata.annotations.as_ref().unwrap()[REVISION], "1");
+    let available = d
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Available")
+        .unwrap();
+    assert_eq!(available.status, "True");
+    assert_eq!(
+        available.reason.as_deref(),
+        Some("MinimumReplicasAvailable")
+    );
+    manager.stop().await;
+}
+
+async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-rolling", family).await;
+    let (replicas, surge, unavailable) = (6, 2, 1);
+    let mut d = deployment("web", replicas, family);
+    rolling(&mut d, surge, unavailable);
+    // Pods take a second to become Ready, so the rollout goes in several observable steps.
+    d.spec.template.metadata.as_mut().unwrap().annotations = Some(BTreeMap::from([(
+        "minikcm.dev/ready-after".to_string(),
+        "1s".to_string(),
+    )]));
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_complete(&ns, family, "web", replicas).await;
+
+    // From now on, check the invariants on every state the watches deliver.
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let writer = reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
+    let rs_ready = writer.as_reader();
+    let rs_watch = {
+        let violations = violations.clone();
+        let uid = uid.clone();
+        let reader = writer.as_reader();
+        let stream = reflector(
+            writer,
+            watcher(replica_sets(&ns, family), watcher::Config::default()),
+        )
+        .default_backoff();
+        tokio::spawn(check_every_state(stream, move || {
+            let total: i32 = reader
+                .state()
+                .iter()
+                .filter(|rs| {
+                    mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(uid.as_str())
+                })
+                .map(|rs| replicas_of(rs))
+                .sum();
+            if total > replicas + surge {
+                violations.lock().unwrap().push(format!(
+                    "sum of spec.replicas {total} > {}",
+                    replicas + surge
+                ));
+            }
+        }))
+    };
+    let (pods_ready, writer) = reflector::store();
+    let pod_watch = {
+        let violations = violations.clone();
+        let reader = pods_ready.clone();
+        let stream = reflector(
+            writer,
+            watcher(
+                ns.api::<Pod>(),
+                watcher::Config::default().labels(&app_selector("web")),
+            ),
+        )
+        .default_backoff();
+        tokio::spawn(check_every_state(stream, move || {
+            let ready = reader
+                .state()
+                .iter()
+                .filter(|p| is_active(p) && is_ready(p))
+                .count() as i32;
+            if ready < replicas - unavailable {
+                violations
+                    .lock()
+                    .unwrap()
+                    .push(format!("{ready} ready pods < {}", replicas - unavailable));
+            }
+        }))
+    };
+    // Both watches have listed before the rollout starts.
+    rs_ready.wait_until_ready().await.unwrap();
+    pods_ready.wait_until_ready().await.unwrap();
+    patch(&ns, family, "web", image("3.9")).await;
+    wait_complete(&ns, family, "web", replicas).await;
+    let rss = wait_replica_sets(&ns, family, &uid, "old ReplicaSet scaled to 0", |rss| {
+        rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
+    })
+    .await;
+    rs_watch.abort();
+    pod_watch.abort();
+    let violations = violations.lock().unwrap().clone();
+    assert!(
+        violations.is_empty(),
+        "invariants broken during the rollout: {violations:?}"
+    );
+    let new_rs = rss.iter().find(|rs| replicas_of(rs) == replicas).unwrap();
+    assert_eq!(new_rs.metadata.annotations.as_ref().unwrap()[REVISION], "2");
+    manager.stop().await;
+}
+
+/// Runs `check` on the store after every watch event once the initial list is complete (during a
+/// (re)list the store still shows the previous state).
+async fn check_every_state<K>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    mut check: impl FnMut(),
+) {
+    let mut stream = std::pin::pin!(stream);
+    let mut synced = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => synced = true,
+            Ok(watcher::Event::Init) => synced = false,
+            Ok(watcher::Event::InitApply(_)) | Err(_) => continue,
+            Ok(_) => {}
+        }
+        if synced {
+            check();
+        }
+    }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn recreate_never_runs_old_and_new_pods_together(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-recreate", family).await;
+    let mut d = deployment("web", 3, family);
+    d.spec.strategy = Some(DeploymentStrategy {
+        type_: Some("Recreate".into()),
+        rolling_update: None,
+    });
+    deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    wait_complete(&ns, family, "web", 3).await;
+
+    let overlaps = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (listed, writer) = reflector::store();
+    let watch = {
+        let overlaps = overlaps.clone();
+        let reader = listed.clone();
+        let stream = reflector(
+            writer,
+            watcher(
+                ns.api::<Pod>(),
+                watcher::Config::default().labels(&app_selector("web")),
+            ),
+        )
+        .default_backoff();
+        tokio::spawn(check_every_state(stream, move || {
+            // Every pod present (terminating included: it may still run) by template hash.
+            let hashes: BTreeSet<String> = reader
+                .state()
+                .iter()
+                .filter_map(|p| p.metadata.labels.as_ref()?.get(HASH).cloned())
+                .collect();
+            if hashes.len() > 1 {
+                overlaps.lock().unwrap().push(format!("{hashes:?}"));
+            }
+        }))
+    };
+    listed.wait_until_ready().await.unwrap();
+    patch(&ns, family, "web", image("3.9")).await;
+    wait_complete(&ns, family, "web", 3).await;
+    watch.abort();
+    let overlaps = overlaps.lock().unwrap().clone();
+    assert!(
+        overlaps.is_empty(),
+        "old and new pods existed together: {overlaps:?}"
+    );
+    manager.stop().await;
+}
+
+async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-deadline", family).await;
+    let mut d = deployment("web", 2, family);
+    d.spec.progress_deadline_seconds = Some(3);
+    deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    wait_complete(&ns, family, "web", 2).await;
+    // A new template whose pods never become Ready.
+    patch(
+        &ns,
+        family,
+        "web",
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "web", "minikcm.dev/kwok-behaviour": "never-ready"}}}}}),
+    )
+    .await;
+    let d = ns
+        .wait_for_with(
+            &deployments(&ns, family),
+            WorkloadKind::Deployment.api_resource(family),
+            "web",
+            "Progressing False ProgressDeadlineExceeded",
+            TIMEOUT,
+            |d| {
+                d.is_some_and(|d| {
+                    progressing_reason(d).as_deref() == Some("ProgressDeadlineExceeded")
+                })
+            },
+        )
+        .await
+        .unwrap();
+    let condition = d
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Progressing")
+        .unwrap();
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition
+            .message
+            .unwrap()
+            .ends_with("has timed out progressing.")
+    );
+    manager.stop().await;
+}
+
+async fn scaling_mid_rollout_is_proportional(family: ApiFamily) {
+    // Upstream's e2e "deployment should support proportional scaling".
+    let (ns, manager) = setup("deploy-proportional", family).await;
+    let mut d = deployment("web", 10, family);
+    rolling(&mut d, 3, 2);
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_complete(&ns, family, "web", 10).await;
+    patch(
+        &ns,
+        family,
+        "web",
+        json!({"spec": {"template": {"metadata": {"labels": {"app": "web", "minikcm.dev/kwok-behaviour": "never-ready"}}}}}),
+    )
+    .await;
+    let sizes = |rss: &[&ReplicaSetObject]| -> Vec<i32> {
+        let mut v: Vec<i32> = rss.iter().map(|rs| replicas_of(rs)).collect();
+        v.sort_unstable();
+        v
+    };
+    wait_replica_sets(&ns, family, &uid, "old 8 / new 5", |rss| {
+        sizes(rss) == vec![5, 8]
+    })
+    .await;
+    patch(&ns, family, "web", json!({"spec": {"replicas": 30}})).await;
+    wait_replica_sets(&ns, family, &uid, "old 20 / new 13", |rss| {
+        sizes(rss) == vec![13, 20]
+    })
+    .await;
+    manager.stop().await;
+}
+
+async fn pause_holds_the_rollout_and_resume_completes_it(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-pause", family).await;
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &deployment("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_complete(&ns, family, "web", 2).await;
+    patch(&ns, family, "web", json!({"spec": {"paused": true}})).await;
+    patch(&ns, family, "web", image("3.9")).await;
+    // The controller has seen the new template (generation observed) and says it is paused...
+    ns.wait_for_with(
+        &deployments(&ns, family),
+        WorkloadKind::Deployment.api_resource(family),
+        "web",
+        "the paused condition for the new generation",
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
+                    && progressing_reason(d).as_deref() == Some("DeploymentPaused")
+            })
+        },
+    )
+    .await;
+    // ...and created no new ReplicaSet. A scale while paused still applies.
+    patch(&ns, family, "web", json!({"spec": {"replicas": 3}})).await;
+    let rss = wait_replica_sets(&ns, family, &uid, "the one ReplicaSet scaled to 3", |rss| {
+        rss.len() == 1 && replicas_of(rss[0]) == 3
+    })
+    .await;
+    assert_eq!(rss.len(), 1);
+    patch(&ns, family, "web", json!({"spec": {"paused": false}})).await;
+    wait_complete(&ns, family, "web", 3).await;
+    wait_replica_sets(
+        &ns,
+        family,
+        &uid,
+        "a second ReplicaSet after resuming",
+        |rss| rss.len() == 2,
+    )
+    .await;
+    manager.stop().await;
+}
+
+async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-rollback", family).await;
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &deployment("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_complete(&ns, family, "web", 2).await;
+    let first = wait_replica_sets(&ns, family, &uid, "revision 1", |rss| rss.len() == 1).await;
+    let first_uid = first[0].metadata.uid.clone().unwrap();
+    patch(&ns, family, "web", image("3.9")).await;
+    wait_complete(&ns, family, "web", 2).await;
+
+    // The legacy rollback request: back to revision 1.
+    patch(
+        &ns,
+        family,
+        "web",
+        json!({"metadata": {"annotations": {"deprecated.deployment.rollback.to": "1"}}}),
+    )
+    .await;
+    let d = wait_complete(&ns, family, "web", 2).await;
+    let rss = wait_replica_sets(
+        &ns,
+        family,
+        &uid,
+        "revision 1's ReplicaSet scaled back up",
+        |rss| {
+            rss.len() == 2
+                && rss.iter().any(|rs| {
+                    rs.metadata.uid.as_deref() == Some(first_uid.as_str()) && replicas_of(rs) == 2
+                })
+        },
+    )
+    .await;
+    let reused = rss
+        .iter()
+        .find(|rs| rs.metadata.uid.as_deref() == Some(first_uid.as_str()))
+        .unwrap();
+    assert_eq!(
+        reused.metadata.annotations.as_ref().unwrap()[REVISION],
+        "3",
+        "the revision is bumped"
+    );
+    let annotations = d.metadata.annotations.unwrap_or_default();
+    assert!(
+        !annotations.contains_key("deprecated.deployment.rollback.to"),
+        "the request is cleared"
+    );
+    // Its pods are the ReplicaSet's own.
+    let pods = ns.api::<Pod>().list(&Default::default()).await.unwrap();
+    assert_eq!(
+        pods.items
+            .iter()
+            .filter(|p| is_active(p) && controller_uid(p).as_deref() == Some(first_uid.as_str()))
+            .count(),
+        2
+    );
+    manager.stop().await;
+}
+
+async fn revision_history_limit_deletes_old_replica_sets(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-history", family).await;
+    let mut d = deployment("web", 1, family);
+    d.spec.revision_history_limit = Some(1);
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_complete(&ns, family, "web", 1).await;
+    for tag in ["3.8", "3.9", "3.7"] {
+        patch(&ns, family, "web", image(tag)).await;
+        wait_complete(&ns, family, "web", 1).await;
+    }
+    let rss = wait_replica_sets(
+        &ns,
+        family,
+        &uid,
+        "the new ReplicaSet and 1 old one",
+        |rss| rss.len() == 2,
+    )
+    .await;
+    let revisions: BTreeSet<String> = rss
+        .iter()
+        .map(|rs| rs.metadata.annotations.as_ref().unwrap()[REVISION].clone())
+        .collect();
+    assert_eq!(
+        revisions,
+        BTreeSet::from(["3".to_string(), "4".to_string()])
+    );
+    manager.stop().await;
+}
+
+async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-orphan", family).await;
+    let api = deployments(&ns, family);
+    let created = api
+        .create(&PostParams::default(), &deployment("web", 2, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_complete(&ns, family, "web", 2).await;
+    let rss = wait_replica_sets(&ns, family, &uid, "one ReplicaSet", |rss| rss.len() == 1).await;
+    let rs_uid = rss[0].metadata.uid.clone().unwrap();
+    let pods_before: BTreeSet<String> = ns
+        .api::<Pod>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect();
+
+    api.delete("web", &DeleteParams::orphan()).await.unwrap();
+    ns.wait_for_with(
+        &api,
+        WorkloadKind::Deployment.api_resource(family),
+        "web",
+        "the Deployment to be gone",
+        TIMEOUT,
+        |d| d.is_none(),
+    )
+    .await;
+    ns.wait_for_list_with(
+        &replica_sets(&ns, family),
+        WorkloadKind::ReplicaSet.api_resource(family),
+        watcher::Config::default(),
+        "the ReplicaSet orphaned",
+        TIMEOUT,
+        |rss| rss.len() == 1 && mini_kcm_runtime::kinds::controller_uid(&rss[0].metadata).is_none(),
+    )
+    .await;
+    let again = api
+        .create(&PostParams::default(), &deployment("web", 2, family))
+        .await
+        .unwrap();
+    let new_uid = again.metadata.uid.unwrap();
+    let rss = wait_replica_sets(
+        &ns,
+        family,
+        &new_uid,
+        "the same ReplicaSet re-adopted",
+        |rss| rss.len() == 1,
+    )
+    .await;
+    assert_eq!(rss[0].metadata.uid.as_deref(), Some(rs_uid.as_str()));
+    wait_complete(&ns, family, "web", 2).await;
+    let pods_after: BTreeSet<String> = ns
+        .api::<Pod>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect();
+    assert_eq!(pods_before, pods_after, "no pod was recreated");
+    manager.stop().await;
+}
