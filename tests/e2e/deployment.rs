@@ -41,6 +41,7 @@ for_both_families!(
     rollback_reuses_the_old_replica_set,
     revision_history_limit_deletes_old_replica_sets,
     orphaned_replica_set_is_adopted_again,
+    a_manager_killed_mid_rollout_is_replaced_within_the_bounds,
 );
 
 fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
@@ -240,81 +241,146 @@ async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     let uid = created.metadata.uid.clone().unwrap();
     wait_complete(&ns, family, "web", replicas).await;
 
-    // From now on, check the invariants on every state the watches deliver.
-    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
-    let writer = reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
-    let rs_ready = writer.as_reader();
-    let rs_watch = {
-        let violations = violations.clone();
-        let uid = uid.clone();
-        let reader = writer.as_reader();
-        let stream = reflector(
-            writer,
-            watcher(replica_sets(&ns, family), watcher::Config::default()),
-        )
-        .default_backoff();
-        tokio::spawn(check_every_state(stream, move || {
-            let total: i32 = reader
-                .state()
-                .iter()
-                .filter(|rs| {
-                    mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(uid.as_str())
-                })
-                .map(|rs| replicas_of(rs))
-                .sum();
-            if total > replicas + surge {
-                violations.lock().unwrap().push(format!(
-                    "sum of spec.replicas {total} > {}",
-                    replicas + surge
-                ));
-            }
-        }))
-    };
-    let (pods_ready, writer) = reflector::store();
-    let pod_watch = {
-        let violations = violations.clone();
-        let reader = pods_ready.clone();
-        let stream = reflector(
-            writer,
-            watcher(
-                ns.api::<Pod>(),
-                watcher::Config::default().labels(&app_selector("web")),
-            ),
-        )
-        .default_backoff();
-        tokio::spawn(check_every_state(stream, move || {
-            let ready = reader
-                .state()
-                .iter()
-                .filter(|p| is_active(p) && is_ready(p))
-                .count() as i32;
-            if ready < replicas - unavailable {
-                violations
-                    .lock()
-                    .unwrap()
-                    .push(format!("{ready} ready pods < {}", replicas - unavailable));
-            }
-        }))
-    };
-    // Both watches have listed before the rollout starts.
-    rs_ready.wait_until_ready().await.unwrap();
-    pods_ready.wait_until_ready().await.unwrap();
+    let bounds = Bounds::watch(&ns, family, &uid, replicas, surge, unavailable).await;
     patch(&ns, family, "web", image("3.9")).await;
     wait_complete(&ns, family, "web", replicas).await;
     let rss = wait_replica_sets(&ns, family, &uid, "old ReplicaSet scaled to 0", |rss| {
         rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
     })
     .await;
-    rs_watch.abort();
-    pod_watch.abort();
-    let violations = violations.lock().unwrap().clone();
-    assert!(
-        violations.is_empty(),
-        "invariants broken during the rollout: {violations:?}"
-    );
+    bounds.assert_never_broken();
     let new_rs = rss.iter().find(|rs| replicas_of(rs) == replicas).unwrap();
     assert_eq!(new_rs.metadata.annotations.as_ref().unwrap()[REVISION], "2");
     manager.stop().await;
+}
+
+/// Watches a Deployment's ReplicaSets and pods and records every state that breaks the rolling-update
+/// bounds: Σ spec.replicas ≤ replicas + maxSurge, and Ready pods ≥ replicas − maxUnavailable.
+struct Bounds {
+    violations: Arc<Mutex<Vec<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Bounds {
+    async fn watch(
+        ns: &TestNamespace,
+        family: ApiFamily,
+        uid: &str,
+        replicas: i32,
+        surge: i32,
+        unavailable: i32,
+    ) -> Self {
+        let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+        let writer = reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
+        let rs_ready = writer.as_reader();
+        let rs_watch = {
+            let violations = violations.clone();
+            let uid = uid.to_string();
+            let reader = writer.as_reader();
+            let stream = reflector(
+                writer,
+                watcher(replica_sets(ns, family), watcher::Config::default()),
+            )
+            .default_backoff();
+            tokio::spawn(check_every_state(stream, move || {
+                let total: i32 = reader
+                    .state()
+                    .iter()
+                    .filter(|rs| {
+                        mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(uid.as_str())
+                    })
+                    .map(|rs| replicas_of(rs))
+                    .sum();
+                if total > replicas + surge {
+                    violations.lock().unwrap().push(format!(
+                        "sum of spec.replicas {total} > {}",
+                        replicas + surge
+                    ));
+                }
+            }))
+        };
+        let (pods_ready, writer) = reflector::store();
+        let pod_watch = {
+            let violations = violations.clone();
+            let reader = pods_ready.clone();
+            let stream = reflector(
+                writer,
+                watcher(
+                    ns.api::<Pod>(),
+                    watcher::Config::default().labels(&app_selector("web")),
+                ),
+            )
+            .default_backoff();
+            tokio::spawn(check_every_state(stream, move || {
+                let ready = reader
+                    .state()
+                    .iter()
+                    .filter(|p| is_active(p) && is_ready(p))
+                    .count() as i32;
+                if ready < replicas - unavailable {
+                    violations
+                        .lock()
+                        .unwrap()
+                        .push(format!("{ready} ready pods < {}", replicas - unavailable));
+                }
+            }))
+        };
+        // Both watches have listed before the caller changes anything.
+        rs_ready.wait_until_ready().await.unwrap();
+        pods_ready.wait_until_ready().await.unwrap();
+        Bounds {
+            violations,
+            tasks: vec![rs_watch, pod_watch],
+        }
+    }
+
+    fn assert_never_broken(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let violations = self.violations.lock().unwrap().clone();
+        assert!(
+            violations.is_empty(),
+            "rolling-update bounds broken: {violations:?}"
+        );
+    }
+}
+
+async fn a_manager_killed_mid_rollout_is_replaced_within_the_bounds(family: ApiFamily) {
+    let (ns, first) = setup("deploy-restart", family).await;
+    let (replicas, surge, unavailable) = (6, 2, 1);
+    let mut d = deployment("web", replicas, family);
+    rolling(&mut d, surge, unavailable);
+    d.spec.template.metadata.as_mut().unwrap().annotations = Some(BTreeMap::from([(
+        "minikcm.dev/ready-after".to_string(),
+        "1s".to_string(),
+    )]));
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_complete(&ns, family, "web", replicas).await;
+    let bounds = Bounds::watch(&ns, family, &uid, replicas, surge, unavailable).await;
+    patch(&ns, family, "web", image("3.9")).await;
+    // Crash the manager once the rollout is under way (a second ReplicaSet with pods).
+    wait_replica_sets(&ns, family, &uid, "the rollout under way", |rss| {
+        rss.len() == 2 && rss.iter().all(|rs| replicas_of(rs) > 0)
+    })
+    .await;
+    first.kill().await;
+    let kinds = match family {
+        ApiFamily::Apps => Kinds::Apps,
+        ApiFamily::Copies => Kinds::Copies,
+    };
+    let second = TestManager::start(&ns, kinds).await;
+    wait_complete(&ns, family, "web", replicas).await;
+    wait_replica_sets(&ns, family, &uid, "the old ReplicaSet scaled to 0", |rss| {
+        rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
+    })
+    .await;
+    bounds.assert_never_broken();
+    second.stop().await;
 }
 
 /// Runs `check` on the store after every watch event once the initial list is complete (during a

@@ -131,6 +131,10 @@ impl PlaneInfo {
 pub struct LocalPlane {
     info: PlaneInfo,
     processes: Vec<ManagedProcess>,
+    /// What restarting kube-controller-manager with other flags needs.
+    pki: PkiFiles,
+    binaries: Binaries,
+    step_timeout: Duration,
     _state: StateDir,
 }
 
@@ -327,6 +331,9 @@ impl LocalPlane {
         Ok(LocalPlane {
             info,
             processes,
+            pki,
+            binaries: options.binaries.clone(),
+            step_timeout: options.step_timeout,
             _state: state,
         })
     }
@@ -349,6 +356,46 @@ impl LocalPlane {
         self.processes
             .iter_mut()
             .try_for_each(ManagedProcess::check_running)
+    }
+
+    /// Restarts kube-controller-manager with or without its own Deployment, ReplicaSet and DaemonSet
+    /// controllers (hand-over tests: a workload managed by upstream's controllers, then by ours, or the
+    /// reverse). Waits until the new process is healthy.
+    pub async fn restart_controller_manager(
+        &mut self,
+        upstream: UpstreamWorkloadControllers,
+    ) -> Result<(), PlaneError> {
+        let name = Component::ControllerManager.name();
+        if let Some(index) = self.processes.iter().position(|p| p.name() == name) {
+            let old = self.processes.remove(index);
+            old.stop(Duration::from_secs(10)).await;
+        }
+        let port = self
+            .info
+            .ports
+            .get("controller-manager")
+            .copied()
+            .unwrap_or_default();
+        let process = ManagedProcess::spawn(
+            name,
+            &self.binaries.path(name),
+            &controller_manager_args(&self.info.kubeconfig, port, &self.pki, upstream),
+            &[],
+            &self.info.log_file(Component::ControllerManager),
+        )?;
+        self.info.pids.insert(name.to_string(), process.pid());
+        self.processes.push(process);
+        let health = client_for_port(&self.info.kubeconfig, port).await?;
+        wait_until(
+            &format!("{name} /healthz after a restart"),
+            self.step_timeout,
+            &mut self.processes,
+            || {
+                let health = health.clone();
+                async move { https_ok(&health, "/healthz").await }
+            },
+        )
+        .await
     }
 
     /// Stops the components in reverse start order (SIGTERM, then SIGKILL after 10 s).

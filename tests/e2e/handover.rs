@@ -1,0 +1,151 @@
+//! Hand-over between kube-controller-manager's workload controllers and mini-kcm's, both ways, on one
+//! plane of this test's own (kube-controller-manager is restarted with and without its Deployment,
+//! ReplicaSet and DaemonSet controllers):
+//!
+//! - a Deployment rolled out by upstream (two revisions), then managed by mini-kcm: no pod is recreated,
+//!   no ReplicaSet appears, and a scale-up adds pods to upstream's ReplicaSet;
+//! - the reverse: rolled out by mini-kcm, then managed by upstream: the same holds (upstream finds our
+//!   ReplicaSet by template, although our pod-template-hash is computed differently).
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use mini_kcm_e2e::{TIMEOUT, TestManager, deployment, is_active};
+use mini_kcm_local_plane::{
+    Binaries, LocalPlane, PlaneOptions, UpstreamWorkloadControllers, VersionSet,
+};
+use mini_kcm_manager::Kinds;
+use mini_kcm_testkit::TestNamespace;
+use serde_json::json;
+
+struct Snapshot {
+    replica_sets: BTreeSet<String>,
+    pods: BTreeSet<String>,
+}
+
+async fn snapshot(ns: &TestNamespace) -> Snapshot {
+    let rss = ns
+        .api::<ReplicaSet>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
+    Snapshot {
+        replica_sets: rss
+            .items
+            .into_iter()
+            .filter_map(|rs| rs.metadata.uid)
+            .collect(),
+        pods: pods
+            .items
+            .into_iter()
+            .filter(is_active)
+            .filter_map(|p| p.metadata.uid)
+            .collect(),
+    }
+}
+
+/// Waits until the Deployment's rollout of `replicas` is complete for its current generation.
+async fn wait_complete(ns: &TestNamespace, name: &str, replicas: i32) {
+    ns.wait_for(
+        &ns.api::<Deployment>(),
+        name,
+        "a complete rollout",
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                let s = d.status.clone().unwrap_or_default();
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas.unwrap_or(0) == replicas
+                    && s.available_replicas.unwrap_or(0) == replicas
+                    && s.replicas.unwrap_or(0) == replicas
+            })
+        },
+    )
+    .await;
+}
+
+async fn roll_out_two_revisions(ns: &TestNamespace) {
+    let api = ns.api::<Deployment>();
+    api.create(&PostParams::default(), &deployment("web", 3))
+        .await
+        .unwrap();
+    wait_complete(ns, "web", 3).await;
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}})),
+    )
+    .await
+    .unwrap();
+    wait_complete(ns, "web", 3).await;
+}
+
+/// Scales to 4 and checks that the controller now in charge kept every ReplicaSet and pod, adding one pod.
+async fn scale_and_check_nothing_was_replaced(ns: &TestNamespace, before: &Snapshot) {
+    ns.api::<Deployment>()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    wait_complete(ns, "web", 4).await;
+    let after = snapshot(ns).await;
+    assert_eq!(
+        after.replica_sets, before.replica_sets,
+        "no ReplicaSet created or deleted"
+    );
+    assert!(before.pods.is_subset(&after.pods), "no pod was replaced");
+    assert_eq!(
+        after.pods.len(),
+        before.pods.len() + 1,
+        "exactly one pod added"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_change_hands_both_ways_without_recreating_anything() {
+    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+        .await
+        .unwrap();
+    let mut options = PlaneOptions::new(binaries);
+    options.nodes = 2;
+    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
+    let mut plane = LocalPlane::start(options).await.unwrap();
+    let info: &'static _ = Box::leak(Box::new(plane.info().clone()));
+
+    // Upstream rolls out; then upstream's controllers stop and ours take over.
+    let from_upstream = TestNamespace::create(info, "handover-from-upstream").await;
+    roll_out_two_revisions(&from_upstream).await;
+    let before = snapshot(&from_upstream).await;
+    assert_eq!(before.replica_sets.len(), 2);
+    plane
+        .restart_controller_manager(UpstreamWorkloadControllers::Disabled)
+        .await
+        .unwrap();
+    let ours = TestManager::start(&from_upstream, Kinds::Apps).await;
+    scale_and_check_nothing_was_replaced(&from_upstream, &before).await;
+
+    // Ours rolls out; then ours stop and upstream's take over.
+    let from_ours = TestNamespace::create(info, "handover-from-ours").await;
+    let ours_there = TestManager::start(&from_ours, Kinds::Apps).await;
+    roll_out_two_revisions(&from_ours).await;
+    let before = snapshot(&from_ours).await;
+    assert_eq!(before.replica_sets.len(), 2);
+    ours_there.stop().await;
+    ours.stop().await;
+    plane
+        .restart_controller_manager(UpstreamWorkloadControllers::Enabled)
+        .await
+        .unwrap();
+    scale_and_check_nothing_was_replaced(&from_ours, &before).await;
+
+    plane.stop().await;
+}
