@@ -150,7 +150,12 @@ fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessMa
     let kubeconfig = args.kubeconfig_out.as_ref().unwrap_or(&info.kubeconfig);
     let controllers = match args.workload_controllers {
         WorkloadControllers::Mini => format!(
-            "mini (in this process, apps/v1 and minikcm.dev copies: ReplicaSet; metrics on http://{}/metrics)",
+            "mini (in this process, apps/v1 and minikcm.dev copies: {}; metrics on http://{}/metrics)",
+            mini_kcm_manager::ControllerName::ALL
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", "),
             manager.map_or_else(|| "-".to_string(), |m| m.metrics_addr.to_string())
         ),
         WorkloadControllers::Upstream => "upstream (kube-controller-manager's own)".to_string(),
