@@ -224,25 +224,31 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
     manager.stop().await;
 }
 
-async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
-    let (ns, manager) = setup("deploy-rolling", family).await;
+/// A 6-replica Deployment (maxSurge 2, maxUnavailable 1) whose pods take a second to become Ready, so
+/// a rollout goes in several observable steps; once it is available, starts watching the bounds and
+/// changes the image. Returns the replicas, the Deployment's UID and the watch.
+async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, String, Bounds) {
     let (replicas, surge, unavailable) = (6, 2, 1);
     let mut d = deployment("web", replicas, family);
     rolling(&mut d, surge, unavailable);
-    // Pods take a second to become Ready, so the rollout goes in several observable steps.
     d.spec.template.metadata.as_mut().unwrap().annotations = Some(BTreeMap::from([(
         "minikcm.dev/ready-after".to_string(),
         "1s".to_string(),
     )]));
-    let created = deployments(&ns, family)
+    let created = deployments(ns, family)
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
     let uid = created.metadata.uid.clone().unwrap();
-    wait_complete(&ns, family, "web", replicas).await;
+    wait_complete(ns, family, "web", replicas).await;
+    let bounds = Bounds::watch(ns, family, &uid, replicas, surge, unavailable).await;
+    patch(ns, family, "web", image("3.9")).await;
+    (replicas, uid, bounds)
+}
 
-    let bounds = Bounds::watch(&ns, family, &uid, replicas, surge, unavailable).await;
-    patch(&ns, family, "web", image("3.9")).await;
+async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-rolling", family).await;
+    let (replicas, uid, bounds) = start_watched_rollout(&ns, family).await;
     wait_complete(&ns, family, "web", replicas).await;
     let rss = wait_replica_sets(&ns, family, &uid, "old ReplicaSet scaled to 0", |rss| {
         rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
@@ -348,21 +354,7 @@ impl Bounds {
 
 async fn a_manager_killed_mid_rollout_is_replaced_within_the_bounds(family: ApiFamily) {
     let (ns, first) = setup("deploy-restart", family).await;
-    let (replicas, surge, unavailable) = (6, 2, 1);
-    let mut d = deployment("web", replicas, family);
-    rolling(&mut d, surge, unavailable);
-    d.spec.template.metadata.as_mut().unwrap().annotations = Some(BTreeMap::from([(
-        "minikcm.dev/ready-after".to_string(),
-        "1s".to_string(),
-    )]));
-    let created = deployments(&ns, family)
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    let uid = created.metadata.uid.clone().unwrap();
-    wait_complete(&ns, family, "web", replicas).await;
-    let bounds = Bounds::watch(&ns, family, &uid, replicas, surge, unavailable).await;
-    patch(&ns, family, "web", image("3.9")).await;
+    let (replicas, uid, bounds) = start_watched_rollout(&ns, family).await;
     // Crash the manager once the rollout is under way (a second ReplicaSet with pods).
     wait_replica_sets(&ns, family, &uid, "the rollout under way", |rss| {
         rss.len() == 2 && rss.iter().all(|rs| replicas_of(rs) > 0)
