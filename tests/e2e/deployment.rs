@@ -604,6 +604,23 @@ async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
         json!({"metadata": {"annotations": {"deprecated.deployment.rollback.to": "1"}}}),
     )
     .await;
+    // The controller clears the request (and changes the template, a new generation).
+    ns.wait_for_with(
+        &deployments(&ns, family),
+        WorkloadKind::Deployment.api_resource(family),
+        "web",
+        "the rollback request to be handled",
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                !d.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("deprecated.deployment.rollback.to"))
+            })
+        },
+    )
+    .await;
     let d = wait_complete(&ns, family, "web", 2).await;
     let rss = wait_replica_sets(
         &ns,

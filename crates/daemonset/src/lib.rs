@@ -2,13 +2,17 @@
 //! daemon pod, what the pods look like, which revision is current, what a rolling update deletes or creates, how
 //! failed pods are backed off, and what the status says.
 //!
-//! This crate is **pure decision logic; the controller that uses it is not wired yet**. Every function here
-//! works on k8s-openapi objects (the DaemonSet is [`DaemonSetObject`], shared by `apps/v1` and the CRD copy
-//! `minikcm.dev/v1`) and returns plans; nothing here talks to the API server, records events or touches a
-//! queue. The controller that will list nodes and pods, claim them, create and delete pods and revisions and
-//! write the status is left to whoever wires it, and each module says which upstream step it stands for.
+//! The crate has two layers:
+//! - the **pure decision logic** (every module but [`controller`]): functions on k8s-openapi objects (the
+//!   DaemonSet is [`DaemonSetObject`], shared by `apps/v1` and the CRD copy `minikcm.dev/v1`) that return
+//!   plans; none of them talks to the API server, records events or touches a queue, so each is unit-tested
+//!   against upstream's cases and says which upstream step it stands for;
+//! - the **[`controller`]** ([`DaemonSetController`]), which runs on the shared informers (DaemonSets of one
+//!   family, pods, nodes, ControllerRevisions), turns events into keys, and in each sync reads a snapshot
+//!   from the caches, asks the pure modules what to do, and does it: claims pods and revisions, creates and
+//!   deletes pods and revisions, records events and writes the status.
 //!
-//! Modules, in the order a sync uses them:
+//! Pure modules, in the order a sync uses them:
 //! - [`placement`]: which nodes should run (and keep running) a daemon pod, precomputed once per sync;
 //! - [`history`]: ControllerRevision data, names, matching, deduplication and cleanup;
 //! - [`manage`]: the per-node create/delete plan of `manage` (failed pods, duplicates, surge pairs);
@@ -19,6 +23,7 @@
 
 pub mod affinity;
 pub mod backoff;
+pub mod controller;
 pub mod history;
 pub mod manage;
 pub mod placement;
@@ -26,6 +31,10 @@ pub mod status;
 pub mod update;
 
 pub use mini_kcm_runtime::kinds::DaemonSetObject;
+
+pub use controller::{
+    DaemonSetController, DaemonSetMetrics, DaemonSetOptions, EVENT_COMPONENT, SyncError,
+};
 
 pub use affinity::{
     TargetNodeError, create_pod_template, get_target_node_name, pod_template_for_node,

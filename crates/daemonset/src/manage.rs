@@ -9,8 +9,9 @@
 //!
 //! The plans here are what `syncNodes` executes: creations (pinned to their node, capped at
 //! [`crate::BURST_REPLICAS`], in slow-start batches) and deletions, with expectations set first. That
-//! execution, the events and the requeues are the wiring's job.
+//! execution, the events and the requeues are the [`controller`](crate::controller)'s job.
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -80,13 +81,13 @@ pub fn group_pods_by_node<'a>(
 }
 
 /// Unscheduled pods targeting nodes that no longer exist: nothing else (not even pod GC) would delete them.
-pub fn unscheduled_pods_without_node(
-    nodes: &[Node],
+pub fn unscheduled_pods_without_node<N: Borrow<Node>>(
+    nodes: &[N],
     node_to_pods: &BTreeMap<String, Vec<&Pod>>,
 ) -> Vec<String> {
     let existing: HashSet<&str> = nodes
         .iter()
-        .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+        .map(|n| n.borrow().metadata.name.as_deref().unwrap_or_default())
         .collect();
     node_to_pods
         .iter()
@@ -104,6 +105,8 @@ pub struct DaemonPodEvent {
     pub event_type: &'static str,
     pub reason: &'static str,
     pub message: String,
+    /// The pod the event is about (its name, in the DaemonSet's namespace).
+    pub pod: String,
 }
 
 /// What `manage` does on one node.
@@ -200,6 +203,7 @@ pub fn plan_node(
                         "Found failed daemon pod {namespace}/{} on node {node_name}, will try to kill it",
                         name(pod)
                     ),
+                    pod: name(pod).to_owned(),
                 });
                 plan.pods_to_delete.push(name(pod).to_owned());
             }
@@ -211,6 +215,7 @@ pub fn plan_node(
                         "Found succeeded daemon pod {namespace}/{} on node {node_name}, will try to delete it",
                         name(pod)
                     ),
+                    pod: name(pod).to_owned(),
                 });
                 plan.pods_to_delete.push(name(pod).to_owned());
             }
@@ -276,16 +281,18 @@ pub struct ManagePlan {
 }
 
 /// Upstream `manage` minus `syncNodes`: `node_to_pods` are the claimed pods by target node without deleted
-/// terminal pods ([`group_pods_by_node`] with `false`).
-pub fn plan_manage(
+/// terminal pods ([`group_pods_by_node`] with `false`). `nodes` may be owned nodes or the informer's shared
+/// ones (`Arc<Node>`), so a sync never copies the node list.
+pub fn plan_manage<N: Borrow<Node>>(
     ctx: &ManageContext<'_>,
     placement: &DaemonPlacement,
-    nodes: &[Node],
+    nodes: &[N],
     node_to_pods: &BTreeMap<String, Vec<&Pod>>,
     backoff: &mut FailedPodBackoff,
 ) -> ManagePlan {
     let mut plan = ManagePlan::default();
     for node in nodes {
+        let node: &Node = node.borrow();
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         let node_plan = plan_node(
             ctx,

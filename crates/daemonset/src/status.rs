@@ -8,6 +8,7 @@
 //! `observedGeneration` is raised only when the sync was allowed to act (expectations satisfied): a status
 //! written while waiting for earlier creations must not claim the current generation was processed.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -47,10 +48,10 @@ pub struct StatusReport {
 
 /// Counts the status over `nodes`, with `node_to_pods` the claimed pods by target node without deleted
 /// terminal pods, `hash` the current revision's hash and `now` the wall clock for `minReadySeconds`.
-pub fn calculate_status(
+pub fn calculate_status<N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
-    nodes: &[Node],
+    nodes: &[N],
     node_to_pods: &BTreeMap<String, Vec<&Pod>>,
     hash: &str,
     now: Timestamp,
@@ -60,6 +61,7 @@ pub fn calculate_status(
     let mut counts = StatusCounts::default();
     let mut counted: Vec<&Pod> = Vec::new();
     for node in nodes {
+        let node: &Node = node.borrow();
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let oldest = node_to_pods
             .get(name)

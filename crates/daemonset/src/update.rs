@@ -14,6 +14,7 @@
 //! Nodes are visited in the order given (upstream visits a Go map, i.e. in random order); the plans are
 //! deterministic for a given input.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::num::ParseIntError;
@@ -391,10 +392,10 @@ pub fn plan_surge(
 /// (without deleted terminal pods), `nodes` the node list. Nodes that should run the pod and have none are
 /// added as empty, the limits are computed against their count, and the maxSurge = 0 or > 0 plan follows.
 /// Nodes are visited in name order.
-pub fn plan_rolling_update<'a>(
+pub fn plan_rolling_update<'a, N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
-    nodes: &'a [Node],
+    nodes: &'a [N],
     node_to_pods: &BTreeMap<String, Vec<&'a Pod>>,
     hash: &'a str,
     now: Timestamp,
@@ -414,6 +415,7 @@ pub fn plan_rolling_update<'a>(
         .collect();
     let mut desired = 0;
     for node in nodes {
+        let node: &'a Node = node.borrow();
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let should_run = placement.evaluate(node).should_run;
         if should_run {

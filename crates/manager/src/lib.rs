@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use mini_kcm_daemonset::{DaemonSetController, DaemonSetMetrics, DaemonSetOptions};
 use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
 use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
 use mini_kcm_runtime::client::{ClientRateLimit, rate_limited_client};
@@ -100,6 +101,20 @@ pub async fn run(
             ));
         }
     }
+    let mut daemon_set_controllers = Vec::new();
+    if options.enabled(ControllerName::DaemonSet) {
+        let metrics = DaemonSetMetrics::new(&registry, Some(queue_metrics.clone()))?;
+        for family in &families {
+            let mut ds_options = DaemonSetOptions::new(*family);
+            ds_options.workers = options.concurrent_daemonset_syncs;
+            daemon_set_controllers.push(DaemonSetController::new(
+                &informers,
+                client_for("daemon-set-controller")?,
+                ds_options,
+                metrics.clone(),
+            ));
+        }
+    }
     tracing::info!(
         kinds = ?options.kinds,
         namespace = options.namespace.as_deref().unwrap_or("<all>"),
@@ -120,6 +135,10 @@ pub async fn run(
         let controller = controller.clone();
         workers.spawn(async move { controller.run().await });
     }
+    for controller in &daemon_set_controllers {
+        let controller = controller.clone();
+        workers.spawn(async move { controller.run().await });
+    }
     shutdown.await;
     tracing::info!("shutting down: finishing in-flight syncs");
     ready.store(false, Ordering::Release);
@@ -127,6 +146,9 @@ pub async fn run(
         controller.shut_down();
     }
     for controller in &deployment_controllers {
+        controller.shut_down();
+    }
+    for controller in &daemon_set_controllers {
         controller.shut_down();
     }
     while workers.join_next().await.is_some() {}
@@ -140,6 +162,7 @@ async fn check_crds(client: &kube::Client, options: &ManagerOptions) -> Result<(
         let kind = match controller {
             ControllerName::ReplicaSet => WorkloadKind::ReplicaSet,
             ControllerName::Deployment => WorkloadKind::Deployment,
+            ControllerName::DaemonSet => WorkloadKind::DaemonSet,
         };
         let resource = kind.api_resource(ApiFamily::Copies);
         let api: kube::Api<kube::api::DynamicObject> =

@@ -29,16 +29,22 @@ impl Kinds {
 pub enum ControllerName {
     ReplicaSet,
     Deployment,
+    DaemonSet,
 }
 
 impl ControllerName {
-    pub const ALL: [ControllerName; 2] = [ControllerName::ReplicaSet, ControllerName::Deployment];
+    pub const ALL: [ControllerName; 3] = [
+        ControllerName::ReplicaSet,
+        ControllerName::Deployment,
+        ControllerName::DaemonSet,
+    ];
 
     /// The name in `--controllers` (kube-controller-manager's short names).
     pub fn name(self) -> &'static str {
         match self {
             ControllerName::ReplicaSet => "replicaset",
             ControllerName::Deployment => "deployment",
+            ControllerName::DaemonSet => "daemonset",
         }
     }
 }
@@ -120,5 +126,8 @@ mod tests {
         assert!(!with(&["*", "-replicaset-controller"]).enabled(ControllerName::ReplicaSet));
         assert!(with(&["replicaset"]).enabled(ControllerName::ReplicaSet));
         assert!(!with(&[]).enabled(ControllerName::ReplicaSet));
+        assert!(with(&["*"]).enabled(ControllerName::DaemonSet));
+        assert!(!with(&["*", "-daemonset"]).enabled(ControllerName::DaemonSet));
+        assert!(with(&["daemonset-controller"]).enabled(ControllerName::DaemonSet));
     }
 }

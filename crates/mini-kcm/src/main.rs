@@ -4,7 +4,9 @@
 //!   foreground, until Ctrl-C or SIGTERM.
 //! - `mini-kcm run` runs the controllers against the current kubeconfig or in-cluster config.
 //! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
+//! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
 
+mod rollout;
 mod run;
 mod up;
 
@@ -32,6 +34,9 @@ enum Command {
     Run(run::RunArgs),
     /// Build (or find cached) the control plane binaries and print where they are.
     BuildPlane,
+    /// Manage the rollout of a Deployment or DaemonSet, apps/v1 or minikcm.dev copy, like
+    /// `kubectl rollout`.
+    Rollout(rollout::RolloutArgs),
 }
 
 #[tokio::main]
@@ -48,6 +53,8 @@ async fn main() -> std::process::ExitCode {
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
+        // Prints its errors itself, in kubectl's words.
+        Command::Rollout(args) => return rollout::run(args).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

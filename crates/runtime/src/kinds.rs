@@ -4,11 +4,12 @@
 //! path: objects are `kube::api::Object<Spec, Status>` (spec and status types from k8s-openapi, identical
 //! in both families) and the family only decides the runtime [`ApiResource`].
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::apps::v1::{
     DaemonSetSpec, DaemonSetStatus, DeploymentSpec, DeploymentStatus, ReplicaSetSpec,
     ReplicaSetStatus,
 };
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Object;
 use kube::discovery::ApiResource;
 
@@ -160,6 +161,27 @@ where
             }]
         })]
     })
+}
+
+/// The one shared ControllerRevision informer (DaemonSet history; always `apps/v1`, whichever family owns
+/// the revision), indexed like the workload kinds: by controller UID, orphans under `orphan/<namespace>`.
+pub fn controller_revision_informer(informers: &SharedInformers) -> Informer<ControllerRevision> {
+    informers.informer::<ControllerRevision>(&(), || {
+        vec![Indexer::new(
+            CONTROLLER_UID_INDEX,
+            |r: &ControllerRevision| {
+                vec![match controller_uid(&r.metadata) {
+                    Some(uid) => uid.to_string(),
+                    None => orphan_index_value(r.metadata.namespace.as_deref().unwrap_or_default()),
+                }]
+            },
+        )]
+    })
+}
+
+/// The one shared Node informer (cluster-scoped even when the manager watches one namespace).
+pub fn node_informer(informers: &SharedInformers) -> Informer<Node> {
+    informers.informer::<Node>(&(), Vec::new)
 }
 
 /// Owned pods of `owner_uid` plus the orphans of `namespace`: the candidates a controller claims from.

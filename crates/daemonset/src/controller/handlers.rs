@@ -1,0 +1,368 @@
+//! Informer events → DaemonSet keys to sync, plus expectation bookkeeping (upstream's add/update/delete
+//! handlers of DaemonSets, pods, nodes and ControllerRevisions).
+//!
+//! - A pod or revision with a controller reference wakes only its controller, and only if that is one of
+//!   our DaemonSets: same kind, same API group (the two families share pods and revisions) and same UID.
+//!   An orphan wakes every DaemonSet whose selector matches it (one of them may adopt it).
+//! - A pod creation or deletion we were waiting for is counted against the expectations first (plain
+//!   counters, as upstream: a graceful deletion may count twice, which only makes the owner sync sooner).
+//! - A node event wakes only the DaemonSets whose decision for that node could change, judged with each
+//!   DaemonSet's cached [`DaemonPlacement`](crate::placement::DaemonPlacement) and the pods on the node
+//!   (from the pod node index). Node updates that change neither labels nor taints (heartbeats, status) are
+//!   ignored: nothing else of a node enters the decision.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::ObjectMeta;
+use mini_kcm_runtime::informers::Change;
+use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
+use mini_kcm_runtime::pods::ranking::is_pod_ready;
+use mini_kcm_runtime::selector::Selector;
+
+use super::DaemonSetController;
+use crate::DaemonSetObject;
+
+impl DaemonSetController {
+    pub(crate) fn register_handlers(&self) {
+        let c = self.clone();
+        self.inner
+            .daemon_sets
+            .add_handler(move |change: &Change<DaemonSetObject>| c.on_daemon_set(change));
+        let c = self.clone();
+        self.inner
+            .pods
+            .add_handler(move |change: &Change<Pod>| c.on_pod(change));
+        let c = self.clone();
+        self.inner
+            .nodes
+            .add_handler(move |change: &Change<Node>| c.on_node(change));
+        let c = self.clone();
+        self.inner
+            .revisions
+            .add_handler(move |change: &Change<ControllerRevision>| c.on_revision(change));
+    }
+
+    // ---- DaemonSets ----
+
+    pub(crate) fn on_daemon_set(&self, change: &Change<DaemonSetObject>) {
+        match change {
+            Change::Added(ds) => {
+                self.inner.placements.get(ds);
+                self.enqueue(ds);
+            }
+            Change::Updated { old, new } => {
+                // Deleted and re-created under the same name between two events: forget the old one.
+                if old.metadata.uid != new.metadata.uid {
+                    self.daemon_set_deleted(old);
+                }
+                self.inner.placements.get(new);
+                // Always sync: a status-only change may still mean a retry is due.
+                self.enqueue(new);
+            }
+            Change::Deleted(ds) => self.daemon_set_deleted(ds),
+        }
+    }
+
+    fn daemon_set_deleted(&self, ds: &DaemonSetObject) {
+        let key = key_of(&ds.metadata);
+        self.inner.placements.forget(&key);
+        self.inner.consistency.clear(&key);
+        // A new DaemonSet with the same name must start with clean expectations.
+        self.inner.expectations.delete_expectations(&key);
+        self.inner.queue.add(key);
+    }
+
+    // ---- pods ----
+
+    pub(crate) fn on_pod(&self, change: &Change<Pod>) {
+        match change {
+            Change::Added(pod) => self.pod_added(pod),
+            Change::Updated { old, new } => self.pod_updated(old, new),
+            Change::Deleted(pod) => self.pod_deleted(pod),
+        }
+    }
+
+    fn pod_added(&self, pod: &Pod) {
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Seen for the first time already terminating (e.g. after a restart): a deletion, never a
+            // creation.
+            self.pod_deleted(pod);
+            return;
+        }
+        if let Some(reference) = controller_ref(&pod.metadata) {
+            if let Some(ds) = self.resolve(&pod.metadata, reference) {
+                let key = key_of(&ds.metadata);
+                self.inner.expectations.creation_observed(&key);
+                self.inner.queue.add(key);
+            }
+            return;
+        }
+        // An orphan: every matching DaemonSet gets a chance to adopt it. Nobody waits for an orphan, so
+        // no expectation changes.
+        for ds in self.daemon_sets_selecting(&pod.metadata) {
+            self.enqueue(&ds);
+        }
+    }
+
+    fn pod_updated(&self, old: &Pod, new: &Pod) {
+        if old.metadata.resource_version == new.metadata.resource_version {
+            return;
+        }
+        if new.metadata.deletion_timestamp.is_some() {
+            // Graceful deletion started: act now rather than when the pod is finally gone.
+            self.pod_deleted(new);
+            return;
+        }
+        let new_ref = controller_ref(&new.metadata);
+        let old_ref = controller_ref(&old.metadata);
+        let ref_changed = new_ref != old_ref;
+        if ref_changed && let Some(ds) = old_ref.and_then(|r| self.resolve(&old.metadata, r)) {
+            self.enqueue(&ds);
+        }
+        if let Some(reference) = new_ref {
+            let Some(ds) = self.resolve(&new.metadata, reference) else {
+                return;
+            };
+            self.enqueue(&ds);
+            // Availability needs minReadySeconds of readiness: look again once it should be reached (one
+            // second more, as upstream, so the check does not land a hair too early).
+            let min_ready = ds.spec.min_ready_seconds.unwrap_or(0);
+            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+                let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
+                self.inner.queue.add_after(key_of(&ds.metadata), delay);
+            }
+            return;
+        }
+        if old.metadata.labels != new.metadata.labels || ref_changed {
+            for ds in self.daemon_sets_selecting(&new.metadata) {
+                self.enqueue(&ds);
+            }
+        }
+    }
+
+    fn pod_deleted(&self, pod: &Pod) {
+        let Some(reference) = controller_ref(&pod.metadata) else {
+            // Nobody cares about an orphan going away.
+            return;
+        };
+        let Some(ds) = self.resolve(&pod.metadata, reference) else {
+            return;
+        };
+        let key = key_of(&ds.metadata);
+        self.inner.expectations.deletion_observed(&key);
+        self.inner.queue.add(key);
+    }
+
+    // ---- ControllerRevisions ----
+
+    pub(crate) fn on_revision(&self, change: &Change<ControllerRevision>) {
+        match change {
+            Change::Added(revision) => {
+                if revision.metadata.deletion_timestamp.is_some() {
+                    self.revision_deleted(revision);
+                    return;
+                }
+                if controller_ref(&revision.metadata).is_some() {
+                    // Ours or someone else's: either way nothing to do. Our own revisions appear because a
+                    // sync created them, and that sync already used them.
+                    return;
+                }
+                for ds in self.daemon_sets_selecting(&revision.metadata) {
+                    self.enqueue(&ds);
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                let new_ref = controller_ref(&new.metadata);
+                let old_ref = controller_ref(&old.metadata);
+                let ref_changed = new_ref != old_ref;
+                if ref_changed
+                    && let Some(ds) = old_ref.and_then(|r| self.resolve(&old.metadata, r))
+                {
+                    self.enqueue(&ds);
+                }
+                if let Some(reference) = new_ref {
+                    if let Some(ds) = self.resolve(&new.metadata, reference) {
+                        self.enqueue(&ds);
+                    }
+                    return;
+                }
+                if old.metadata.labels != new.metadata.labels || ref_changed {
+                    for ds in self.daemon_sets_selecting(&new.metadata) {
+                        self.enqueue(&ds);
+                    }
+                }
+            }
+            Change::Deleted(revision) => self.revision_deleted(revision),
+        }
+    }
+
+    fn revision_deleted(&self, revision: &ControllerRevision) {
+        if let Some(ds) = controller_ref(&revision.metadata)
+            .and_then(|reference| self.resolve(&revision.metadata, reference))
+        {
+            self.enqueue(&ds);
+        }
+    }
+
+    // ---- nodes ----
+
+    pub(crate) fn on_node(&self, change: &Change<Node>) {
+        match change {
+            Change::Added(node) => self.wake_for_node(None, node, NodeEvent::Present),
+            Change::Updated { old, new } => {
+                if same_placement_inputs(old, new) {
+                    return;
+                }
+                self.wake_for_node(Some(old), new, NodeEvent::Present);
+            }
+            Change::Deleted(node) => self.wake_for_node(None, node, NodeEvent::Gone),
+        }
+    }
+
+    /// Enqueues the DaemonSets for which this node event matters. For a node that exists: its verdict
+    /// changed (status counts move), or a pod must be created (should run, none there) or deleted (must not
+    /// continue, one there), or a misscheduled count may be stale (upstream 1.36's three rules). For a node
+    /// that is gone: the DaemonSets that wanted it (desired count) or have pods on it.
+    fn wake_for_node(&self, old: Option<&Node>, node: &Node, event: NodeEvent) {
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        // The owners of pods bound to this node, from the node index: never a scan of all pods.
+        let owners_with_pods: HashSet<String> = self
+            .inner
+            .pods
+            .by_index(POD_NODE_INDEX, node_name)
+            .iter()
+            .filter_map(|pod| controller_ref(&pod.metadata))
+            .filter(|reference| self.is_our_kind(reference))
+            .map(|reference| reference.uid.clone())
+            .collect();
+        for ds in self.inner.daemon_sets.list() {
+            let placement = self.inner.placements.get(&ds);
+            let decision = placement.evaluate(node);
+            let scheduled = ds
+                .metadata
+                .uid
+                .as_ref()
+                .is_some_and(|uid| owners_with_pods.contains(uid));
+            let wake = match event {
+                NodeEvent::Gone => decision.should_run || scheduled,
+                NodeEvent::Present => {
+                    let misscheduled = ds
+                        .status
+                        .as_ref()
+                        .is_some_and(|s| s.number_misscheduled > 0);
+                    old.is_some_and(|old| placement.evaluate(old) != decision)
+                        || (decision.should_run && !scheduled)
+                        || (!decision.should_continue_running && scheduled)
+                        || (scheduled && misscheduled)
+                }
+            };
+            if wake {
+                tracing::debug!(
+                    node = node_name,
+                    daemonset = %key_of(&ds.metadata),
+                    ?decision,
+                    scheduled,
+                    "node change concerns a DaemonSet"
+                );
+                self.enqueue(&ds);
+            }
+        }
+    }
+
+    // ---- lookups ----
+
+    /// Whether an owner reference names a DaemonSet of our family (kind and API group).
+    fn is_our_kind(&self, reference: &OwnerReference) -> bool {
+        reference.kind == self.inner.resource.kind
+            && reference.api_version.split('/').next() == Some(self.inner.resource.group.as_str())
+    }
+
+    /// The DaemonSet a controller reference of `child` points at, if it is one of ours: same kind and
+    /// API group, found by name in the child's namespace, and the same UID.
+    fn resolve(
+        &self,
+        child: &ObjectMeta,
+        reference: &OwnerReference,
+    ) -> Option<Arc<DaemonSetObject>> {
+        if !self.is_our_kind(reference) {
+            return None;
+        }
+        let ds = self.inner.daemon_sets.get(
+            child.namespace.as_deref().unwrap_or_default(),
+            &reference.name,
+        )?;
+        (ds.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(ds)
+    }
+
+    /// DaemonSets in the object's namespace whose (non-empty, valid) selector matches its labels.
+    fn daemon_sets_selecting(&self, meta: &ObjectMeta) -> Vec<Arc<DaemonSetObject>> {
+        let Some(labels) = meta.labels.as_ref().filter(|l| !l.is_empty()) else {
+            return Vec::new();
+        };
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let matching: Vec<_> = self
+            .inner
+            .daemon_sets
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|ds| {
+                Selector::from_label_selector(&ds.spec.selector)
+                    .is_ok_and(|s| !s.is_empty() && s.matches(labels))
+            })
+            .collect();
+        if matching.len() > 1 {
+            tracing::warn!(
+                object = meta.name.as_deref().unwrap_or_default(),
+                namespace,
+                "user error: more than one DaemonSet selects this object"
+            );
+        }
+        matching
+    }
+
+    pub(crate) fn enqueue(&self, ds: &DaemonSetObject) {
+        self.inner.queue.add(key_of(&ds.metadata));
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeEvent {
+    /// Added, or updated in its labels or taints.
+    Present,
+    Gone,
+}
+
+/// Whether two versions of a node agree on everything a placement decision reads: labels and taints
+/// (absent and empty count as equal, as upstream's semantic equality has it).
+fn same_placement_inputs(old: &Node, new: &Node) -> bool {
+    node_labels(old) == node_labels(new) && node_taints(old) == node_taints(new)
+}
+
+fn node_labels(node: &Node) -> &BTreeMap<String, String> {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    node.metadata.labels.as_ref().unwrap_or(&NO_LABELS)
+}
+
+fn node_taints(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+}
+
+/// The queue key of a DaemonSet: `namespace/name`.
+pub(crate) fn key_of(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}

@@ -1,0 +1,291 @@
+//! The DaemonSet controller itself: the caches it reads, its queue and bookkeeping, and the workers that
+//! drive syncs. It executes the pure plans of this crate against the API server.
+//!
+//! - [`handlers`]: informer events (DaemonSets, pods, nodes, ControllerRevisions) → DaemonSet keys, and
+//!   expectation bookkeeping;
+//! - [`sync`]: `syncDaemonSet` — claim pods, construct the history, manage, roll, clean up, status;
+//! - [`history`]: the ControllerRevision writes (claim, create with exact bytes, dedup, renumber, clean up);
+//! - [`pods`]: `syncNodes` — create pods pinned to their nodes in slow-start batches, delete pods;
+//! - [`status`]: the status write with one retry, and the `minReadySeconds` requeue.
+//!
+//! One instance manages one API family (`apps/v1` or the `minikcm.dev` copies); both instances share the
+//! pod, node and ControllerRevision informers (ControllerRevisions are `apps/v1` for both families: their
+//! owner reference names the DaemonSet of whichever family).
+
+mod handlers;
+mod history;
+mod pods;
+mod status;
+mod sync;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::discovery::ApiResource;
+use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::events::EventRecorder;
+use mini_kcm_runtime::expectations::ControllerExpectations;
+use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::kinds::{
+    ApiFamily, WorkloadKind, controller_revision_informer, node_informer, pod_informer,
+    workload_informer,
+};
+use mini_kcm_runtime::pods::control::PodControl;
+use mini_kcm_runtime::worker::run_workers;
+use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
+use prometheus::{IntCounterVec, Opts, Registry};
+
+use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
+use crate::placement::DaemonPlacement;
+use crate::{BURST_REPLICAS, DaemonSetObject};
+
+pub use sync::SyncError;
+
+/// The `reportingController` of our events, as upstream.
+pub const EVENT_COMPONENT: &str = "daemonset-controller";
+
+/// Settings of one DaemonSet controller instance.
+#[derive(Debug, Clone)]
+pub struct DaemonSetOptions {
+    pub family: ApiFamily,
+    /// `--concurrent-daemonset-syncs` (upstream default 2).
+    pub workers: usize,
+    /// Upstream's `BurstReplicas` (250): at most this many creations and deletions per sync.
+    pub burst_replicas: usize,
+}
+
+impl DaemonSetOptions {
+    pub fn new(family: ApiFamily) -> Self {
+        DaemonSetOptions {
+            family,
+            workers: 2,
+            burst_replicas: BURST_REPLICAS,
+        }
+    }
+}
+
+/// Metrics of the DaemonSet controllers (one set per process, shared by both families).
+#[derive(Clone)]
+pub struct DaemonSetMetrics {
+    /// Syncs skipped because the cache had not yet seen our own writes (upstream's
+    /// `daemonset_controller_stale_sync_skips_total`).
+    pub(crate) stale_sync_skips: IntCounterVec,
+    pub(crate) queue: Option<WorkQueueMetrics>,
+}
+
+impl DaemonSetMetrics {
+    pub fn new(
+        registry: &Registry,
+        queue: Option<WorkQueueMetrics>,
+    ) -> Result<Self, prometheus::Error> {
+        let stale_sync_skips = IntCounterVec::new(
+            Opts::new(
+                "stale_sync_skips_total",
+                "Number of syncs skipped because the informer cache was older than the controller's own writes.",
+            )
+            .subsystem("daemonset_controller"),
+            &["group", "resource"],
+        )?;
+        registry.register(Box::new(stale_sync_skips.clone()))?;
+        Ok(DaemonSetMetrics {
+            stale_sync_skips,
+            queue,
+        })
+    }
+
+    /// Metrics registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        DaemonSetMetrics {
+            stale_sync_skips: IntCounterVec::new(
+                Opts::new("unused", "unused"),
+                &["group", "resource"],
+            )
+            .unwrap_or_else(|_| unreachable!("static metric options are valid")),
+            queue: None,
+        }
+    }
+}
+
+/// One DaemonSet controller (for one API family).
+#[derive(Clone)]
+pub struct DaemonSetController {
+    pub(crate) inner: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) options: DaemonSetOptions,
+    pub(crate) resource: ApiResource,
+    pub(crate) client: Client,
+    pub(crate) daemon_sets: Informer<DaemonSetObject>,
+    pub(crate) pods: Informer<Pod>,
+    pub(crate) nodes: Informer<Node>,
+    pub(crate) revisions: Informer<ControllerRevision>,
+    pub(crate) queue: WorkQueue<String>,
+    /// Plain counters, as upstream's DaemonSet controller (not the UID-tracking kind of ReplicaSets).
+    pub(crate) expectations: ControllerExpectations,
+    pub(crate) consistency: ConsistencyStore,
+    pub(crate) pod_control: PodControl,
+    pub(crate) recorder: EventRecorder,
+    /// Per (DaemonSet, generation, node): how long to wait before deleting the next failed pod there.
+    pub(crate) failed_pods_backoff: Mutex<FailedPodBackoff>,
+    pub(crate) placements: PlacementCache,
+    pub(crate) metrics: DaemonSetMetrics,
+}
+
+impl Shared {
+    pub(crate) fn backoff(&self) -> MutexGuard<'_, FailedPodBackoff> {
+        // The backoff table stays meaningful if a holder panicked.
+        self.failed_pods_backoff
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl DaemonSetController {
+    /// Creates the controller on the shared informers and registers its event handlers. `client` is the
+    /// controller's own (rate-limited) client for writes. Call [`SharedInformers::start`] afterwards.
+    pub fn new(
+        informers: &SharedInformers,
+        client: Client,
+        options: DaemonSetOptions,
+        metrics: DaemonSetMetrics,
+    ) -> Self {
+        let family = options.family;
+        let daemon_sets = workload_informer(informers, WorkloadKind::DaemonSet, family);
+        let pods = pod_informer(informers);
+        let nodes = node_informer(informers);
+        let revisions = controller_revision_informer(informers);
+        let consistency = ConsistencyStore::default();
+        let observed = pods.clone();
+        consistency.track_kind(
+            "Pod",
+            Arc::new(move || observed.observed_resource_version()),
+        );
+        let observed = daemon_sets.clone();
+        consistency.track_kind(
+            "DaemonSet",
+            Arc::new(move || observed.observed_resource_version()),
+        );
+        let observed = revisions.clone();
+        consistency.track_kind(
+            "ControllerRevision",
+            Arc::new(move || observed.observed_resource_version()),
+        );
+        let recorder = EventRecorder::new(client.clone(), EVENT_COMPONENT);
+        let controller = DaemonSetController {
+            inner: Arc::new(Shared {
+                resource: WorkloadKind::DaemonSet.api_resource(family),
+                queue: WorkQueue::new(
+                    format!("daemonset-{}", family.label()),
+                    default_controller_rate_limiter(),
+                    metrics.queue.clone(),
+                ),
+                pod_control: PodControl::new(client.clone(), recorder.clone()),
+                recorder,
+                client,
+                daemon_sets,
+                pods,
+                nodes,
+                revisions,
+                expectations: ControllerExpectations::new(),
+                consistency,
+                failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
+                placements: PlacementCache::default(),
+                metrics,
+                options,
+            }),
+        };
+        controller.register_handlers();
+        controller
+    }
+
+    /// Runs the workers until the queue is shut down, and meanwhile forgets stale failed-pod backoff
+    /// entries every [`BACKOFF_GC_INTERVAL`].
+    pub async fn run(&self) {
+        let family = self.inner.options.family.label();
+        tracing::info!(
+            family,
+            workers = self.inner.options.workers,
+            "starting the DaemonSet controller"
+        );
+        let controller = self.clone();
+        let workers = run_workers(
+            "daemonset",
+            self.inner.queue.clone(),
+            self.inner.options.workers,
+            None,
+            move |key: String| {
+                let controller = controller.clone();
+                async move { controller.sync(&key).await }
+            },
+        );
+        let backoff_gc = async {
+            loop {
+                tokio::time::sleep(BACKOFF_GC_INTERVAL).await;
+                self.inner.backoff().gc(tokio::time::Instant::now());
+            }
+        };
+        tokio::select! {
+            () = workers => {}
+            () = backoff_gc => {}
+        }
+    }
+
+    /// Stops handing out keys; [`DaemonSetController::run`] returns once in-flight syncs finish.
+    pub fn shut_down(&self) {
+        self.inner.queue.shut_down();
+    }
+}
+
+/// Each DaemonSet's parsed placement rules, so a node event judges every DaemonSet without re-parsing its
+/// template. Entries are refreshed by the DaemonSet handlers and checked against the DaemonSet's UID and
+/// generation (a template change bumps the generation) before use.
+#[derive(Default)]
+pub(crate) struct PlacementCache {
+    entries: Mutex<HashMap<String, CachedPlacement>>,
+}
+
+struct CachedPlacement {
+    uid: Option<String>,
+    generation: Option<i64>,
+    placement: Arc<DaemonPlacement>,
+}
+
+impl PlacementCache {
+    /// The placement of `ds` as it is now: cached when the UID and generation match, else parsed and
+    /// cached.
+    pub(crate) fn get(&self, ds: &DaemonSetObject) -> Arc<DaemonPlacement> {
+        let key = handlers::key_of(&ds.metadata);
+        let mut entries = self.lock();
+        if let Some(cached) = entries.get(&key)
+            && ds.metadata.generation.is_some()
+            && cached.generation == ds.metadata.generation
+            && cached.uid == ds.metadata.uid
+        {
+            return cached.placement.clone();
+        }
+        let placement = Arc::new(DaemonPlacement::new(ds));
+        entries.insert(
+            key,
+            CachedPlacement {
+                uid: ds.metadata.uid.clone(),
+                generation: ds.metadata.generation,
+                placement: placement.clone(),
+            },
+        );
+        placement
+    }
+
+    pub(crate) fn forget(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, CachedPlacement>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,110 @@
+//! The status write of a sync (upstream's `updateDaemonSetStatus` / `storeDaemonSetStatus`): counts from
+//! [`calculate_status`], written only when they or `observedGeneration` changed, through the status
+//! subresource with one retry after a fresh read; then a requeue for the moment the next Ready pod becomes
+//! available, when `minReadySeconds` is set.
+
+use std::time::Instant;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::PostParams;
+
+use super::DaemonSetController;
+use super::sync::{Snapshot, SyncError};
+use crate::DaemonSetObject;
+use crate::status::{StatusCounts, calculate_status, status_to_store};
+
+/// Upstream's `StatusUpdateRetries`: one more attempt after a failed write.
+const STATUS_UPDATE_RETRIES: usize = 1;
+
+impl DaemonSetController {
+    /// Computes the status from the snapshot and writes it if it changed. `observedGeneration` is raised
+    /// only with `update_observed_generation` (the sync was allowed to act on this generation).
+    pub(crate) async fn update_status(
+        &self,
+        snapshot: &Snapshot<'_>,
+        ds_api: &Api<DaemonSetObject>,
+        update_observed_generation: bool,
+    ) -> Result<(), SyncError> {
+        let s = &self.inner;
+        let evaluated = Instant::now();
+        let report = calculate_status(
+            snapshot.ds,
+            snapshot.placement,
+            snapshot.nodes,
+            &snapshot.node_to_pods,
+            snapshot.hash,
+            Timestamp::now(),
+        );
+        if let Some(status) =
+            status_to_store(snapshot.ds, &report.counts, update_observed_generation)
+        {
+            tracing::debug!(counts = ?report.counts, "updating status");
+            let stored = store_status(
+                ds_api,
+                snapshot.ds,
+                status,
+                &report.counts,
+                update_observed_generation,
+            )
+            .await
+            .map_err(SyncError::Status)?;
+            if stored.metadata.resource_version != snapshot.ds.metadata.resource_version {
+                s.consistency.record_write(
+                    snapshot.key,
+                    "DaemonSet",
+                    stored.metadata.resource_version.as_deref(),
+                );
+            }
+        }
+        // Ready pods become available at a known moment: look again then, rather than only after a whole
+        // minReadySeconds (upstream's fallback, which also bounds the wait).
+        if let Some(fallback) = report.requeue_after {
+            let delay = report
+                .next_availability
+                .map_or(fallback, |next| next.min(fallback))
+                .saturating_sub(evaluated.elapsed());
+            s.queue.add_after(snapshot.key.to_string(), delay);
+        }
+        Ok(())
+    }
+}
+
+/// PUTs `status` on the cached DaemonSet; if that fails, reads the DaemonSet fresh, applies the counts
+/// to its status and tries once more. Returns the DaemonSet as stored.
+async fn store_status(
+    api: &Api<DaemonSetObject>,
+    ds: &DaemonSetObject,
+    status: k8s_openapi::api::apps::v1::DaemonSetStatus,
+    counts: &StatusCounts,
+    update_observed_generation: bool,
+) -> Result<DaemonSetObject, kube::Error> {
+    let name = ds.metadata.name.clone().unwrap_or_default();
+    let mut target = ds.clone();
+    target.status = Some(status);
+    let mut attempt = 0;
+    loop {
+        match api
+            .replace_status(&name, &PostParams::default(), &target)
+            .await
+        {
+            Ok(stored) => return Ok(stored),
+            Err(e) if attempt >= STATUS_UPDATE_RETRIES => return Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "status update failed; retrying once with a fresh read");
+                attempt += 1;
+                let fresh = api.get(&name).await?;
+                // The counts go onto the fresh status; the generation they answer is the one this sync read.
+                let mut as_read = fresh.clone();
+                as_read.metadata.generation = ds.metadata.generation;
+                match status_to_store(&as_read, counts, update_observed_generation) {
+                    None => return Ok(fresh),
+                    Some(status) => {
+                        target = fresh;
+                        target.status = Some(status);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! One sync of one DaemonSet (upstream's `syncDaemonSet`), in upstream's order:
+//!
+//! 1. skip while the caches have not caught up with our own writes (read-your-own-writes);
+//! 2. a DaemonSet that is gone: forget it; an empty selector: refuse (`SelectingAll`); being deleted: stop
+//!    (no status: its pods and revisions may be going away under us);
+//! 3. read the snapshot: every node, the DaemonSet's pods (its own plus the namespace's orphans, from the pod
+//!    index) claimed by the selector, and its placement rules parsed once;
+//! 4. construct the history: claim the revisions, find or create the current one (its hash labels new pods);
+//! 5. if the expectations are satisfied: manage (create missing pods, delete failed, surplus and misplaced
+//!    ones), then, if manage had nothing to do and the strategy is RollingUpdate, one rolling-update step;
+//!    then clean up old revisions;
+//! 6. write the status (`observedGeneration` only if step 5 ran) and requeue for pods about to become
+//!    available.
+//!
+//! Cost: O(pods of the DaemonSet + orphans of its namespace + revisions of the DaemonSet + nodes), and the
+//! nodes are only read, never copied: there is no node-to-pod table to maintain between syncs, the mapping
+//! is rebuilt from the snapshot each time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::kinds::pods_for_owner;
+use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::selector::Selector;
+
+use super::DaemonSetController;
+use super::history::{History, HistoryFailure};
+use crate::manage::{ManageContext, group_pods_by_node, plan_manage};
+use crate::placement::DaemonPlacement;
+use crate::update::{UpdateError, plan_rolling_update};
+use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
+
+/// Why a sync failed; the key is requeued with backoff (forever, as upstream).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("the {kind} cache has not yet observed this controller's own writes")]
+    StaleCache { kind: &'static str },
+    #[error("malformed key {0:?}")]
+    BadKey(String),
+    #[error("claiming {what}: {source}")]
+    Claim {
+        what: &'static str,
+        #[source]
+        source: ClaimError,
+    },
+    #[error("failed to construct revisions of DaemonSet: {0}")]
+    History(#[from] HistoryFailure),
+    #[error("{0}")]
+    Manage(String),
+    #[error("couldn't get unavailable numbers: {0}")]
+    RollingUpdate(#[from] UpdateError),
+    #[error("failed to clean up revisions of DaemonSet: {0}")]
+    Cleanup(#[source] kube::Error),
+    #[error("error storing status for DaemonSet: {0}")]
+    Status(#[source] kube::Error),
+}
+
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {
+    fn is_expected(&self) -> bool {
+        matches!(self, SyncError::StaleCache { .. })
+    }
+}
+
+/// What one sync read from the caches, shared by its steps.
+pub(crate) struct Snapshot<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) ds: &'a DaemonSetObject,
+    pub(crate) owner: OwnerInfo,
+    pub(crate) placement: &'a DaemonPlacement,
+    pub(crate) nodes: &'a [Arc<Node>],
+    /// Claimed pods by target node, without terminal pods that are being deleted.
+    pub(crate) node_to_pods: BTreeMap<String, Vec<&'a Pod>>,
+    /// The current revision's hash: the label of new pods.
+    pub(crate) hash: &'a str,
+}
+
+impl DaemonSetController {
+    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+        let s = &self.inner;
+        let started = std::time::Instant::now();
+        if !s.consistency.is_ready(key) {
+            s.metrics
+                .stale_sync_skips
+                .with_label_values(&[s.resource.group.as_str(), "daemonsets"])
+                .inc();
+            return Err(SyncError::StaleCache {
+                kind: "DaemonSet, Pod or ControllerRevision",
+            });
+        }
+        let (namespace, name) = key
+            .split_once('/')
+            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
+        let Some(ds) = s.daemon_sets.get(namespace, name) else {
+            tracing::debug!("DaemonSet has been deleted; forgetting its expectations");
+            s.consistency.clear(key);
+            s.expectations.delete_expectations(key);
+            return Ok(());
+        };
+        let selector = match Selector::from_label_selector(&ds.spec.selector) {
+            Ok(selector) if !selector.is_empty() => selector,
+            Ok(_) => {
+                s.recorder.warning(
+                    &object_reference(ds.as_ref(), &s.resource),
+                    None,
+                    SELECTING_ALL_REASON,
+                    "Select",
+                    "This daemon set is selecting all pods. A non-empty selector is required."
+                        .into(),
+                );
+                return Ok(());
+            }
+            Err(e) => {
+                // The API server validates selectors; a bad one here would fail every sync alike.
+                tracing::error!(error = %e, "invalid selector; not syncing");
+                return Ok(());
+            }
+        };
+        if ds.metadata.deletion_timestamp.is_some() {
+            tracing::debug!("DaemonSet is being deleted; nothing to do");
+            return Ok(());
+        }
+
+        let nodes = s.nodes.list();
+        let placement = s.placements.get(&ds);
+        let owner = OwnerInfo::of(ds.as_ref(), &s.resource);
+        let ds_api: Api<DaemonSetObject> =
+            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+        let mut pods = self.claim_pods(&ds, &owner, &selector, &ds_api).await?;
+        let History { current, old } = self
+            .construct_history(key, &ds, &owner, &selector, &ds_api, &mut pods)
+            .await?;
+        let hash = current
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(REVISION_HASH_LABEL))
+            .map_or("", String::as_str);
+
+        let snapshot = Snapshot {
+            key,
+            ds: &ds,
+            owner,
+            placement: &placement,
+            nodes: &nodes,
+            node_to_pods: group_pods_by_node(pods.iter().map(AsRef::as_ref), false),
+            hash,
+        };
+        // Waiting for earlier creations or deletions to show up: only the status, and without claiming
+        // that this generation was processed.
+        let needs_sync = s.expectations.satisfied_expectations(key);
+        let update_result = if needs_sync {
+            self.update_daemon_set(&snapshot, &old, &pods).await
+        } else {
+            tracing::debug!("waiting for earlier pod creations or deletions to be observed");
+            Ok(())
+        };
+        let status_result = self.update_status(&snapshot, &ds_api, needs_sync).await;
+        tracing::debug!(elapsed = ?started.elapsed(), "synced");
+        match (update_result, status_result) {
+            (Err(e), Err(status_error)) => {
+                tracing::warn!(error = %status_error, "updating the status failed too");
+                Err(e)
+            }
+            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+            (Ok(()), Ok(())) => Ok(()),
+        }
+    }
+
+    /// Upstream's `updateDaemonSet`: manage, one rolling-update step, history cleanup.
+    async fn update_daemon_set(
+        &self,
+        snapshot: &Snapshot<'_>,
+        old_revisions: &[Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
+        pods: &[Arc<Pod>],
+    ) -> Result<(), SyncError> {
+        let s = &self.inner;
+        let manage_acted = self.manage(snapshot).await?;
+        // The rolling update plans on the same snapshot, so only when manage changed nothing in it (upstream
+        // re-reads the cache, which is the same thing once the expectations are satisfied). A manage that
+        // acted brings events, and with them the next sync.
+        if !manage_acted
+            && s.expectations.satisfied_expectations(snapshot.key)
+            && is_rolling_update(snapshot.ds)
+        {
+            let plan = plan_rolling_update(
+                snapshot.ds,
+                snapshot.placement,
+                snapshot.nodes,
+                &snapshot.node_to_pods,
+                snapshot.hash,
+                Timestamp::now(),
+            )?;
+            if !plan.pods_to_delete.is_empty() || !plan.nodes_needing_pods.is_empty() {
+                tracing::info!(
+                    delete = ?plan.pods_to_delete,
+                    create_on = ?plan.nodes_needing_pods,
+                    "rolling update step"
+                );
+            }
+            self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
+                .await?;
+        }
+        self.cleanup_history(snapshot, old_revisions, pods).await
+    }
+
+    /// Upstream's `manage`: the per-node plan executed by `sync_nodes`, with the failed-pod events and the
+    /// backoff requeue. Returns whether any pod was to be created or deleted.
+    async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<bool, SyncError> {
+        let s = &self.inner;
+        let plan = {
+            let ctx = ManageContext::new(
+                snapshot.ds,
+                snapshot.hash,
+                Timestamp::now(),
+                tokio::time::Instant::now(),
+            );
+            let mut backoff = s.backoff();
+            plan_manage(
+                &ctx,
+                snapshot.placement,
+                snapshot.nodes,
+                &snapshot.node_to_pods,
+                &mut backoff,
+            )
+        };
+        let regarding = object_reference(snapshot.ds, &s.resource);
+        for event in plan.events {
+            tracing::info!(reason = event.reason, "{}", event.message);
+            // The pod as the related object keeps events about different pods apart (kube's recorder
+            // folds events with the same reason, regarding and related object into one series).
+            let related = Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(snapshot.owner.namespace.clone()),
+                name: Some(event.pod),
+                ..Default::default()
+            });
+            if event.event_type == "Warning" {
+                s.recorder
+                    .warning(&regarding, related, event.reason, "Delete", event.message);
+            } else {
+                s.recorder
+                    .normal(&regarding, related, event.reason, "Delete", event.message);
+            }
+        }
+        if let Some(delay) = plan.requeue_after {
+            s.queue.add_after(snapshot.key.to_string(), delay);
+        }
+        let acted = !plan.nodes_needing_pods.is_empty() || !plan.pods_to_delete.is_empty();
+        if acted {
+            tracing::info!(
+                create_on = ?plan.nodes_needing_pods,
+                delete = ?plan.pods_to_delete,
+                "managing daemon pods"
+            );
+        }
+        self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
+            .await?;
+        Ok(acted)
+    }
+
+    /// The DaemonSet's pods after adoption and release: its own plus the namespace's orphans, from the pod
+    /// index, claimed by the selector. Terminal pods are claimed too (manage deletes them).
+    async fn claim_pods(
+        &self,
+        ds: &DaemonSetObject,
+        owner: &OwnerInfo,
+        selector: &Selector,
+        ds_api: &Api<DaemonSetObject>,
+    ) -> Result<Vec<Arc<Pod>>, SyncError> {
+        let s = &self.inner;
+        let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
+        let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), &owner.namespace);
+        let matches = |pod: &Pod| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| selector.matches(labels))
+        };
+        let claimed = claim(&pods_api, owner, candidates, matches, || {
+            self.can_adopt(ds_api, ds)
+        })
+        .await
+        .map_err(|source| SyncError::Claim {
+            what: "pods",
+            source,
+        })?;
+        Ok(claimed.claimed)
+    }
+
+    /// The live re-check before the first adoption of a claim pass: an uncached read, so nothing is adopted
+    /// for a DaemonSet that is gone, re-created or being deleted.
+    pub(crate) async fn can_adopt(
+        &self,
+        ds_api: &Api<DaemonSetObject>,
+        ds: &DaemonSetObject,
+    ) -> Result<(), ClaimError> {
+        let key = super::handlers::key_of(&ds.metadata);
+        let cannot = |reason: String| ClaimError::CannotAdopt {
+            owner: key.clone(),
+            reason,
+        };
+        let name = ds.metadata.name.as_deref().unwrap_or_default();
+        let fresh = ds_api.get(name).await.map_err(|e| cannot(e.to_string()))?;
+        if fresh.metadata.uid != ds.metadata.uid {
+            return Err(cannot(format!(
+                "original DaemonSet {key} is gone: got uid {:?}, wanted {:?}",
+                fresh.metadata.uid, ds.metadata.uid
+            )));
+        }
+        if fresh.metadata.deletion_timestamp.is_some() {
+            return Err(cannot(format!("DaemonSet {key} is being deleted")));
+        }
+        Ok(())
+    }
+}
+
+/// RollingUpdate is the API default; only an explicit `OnDelete` (or an unknown type) leaves pods alone.
+fn is_rolling_update(ds: &DaemonSetObject) -> bool {
+    ds.spec
+        .update_strategy
+        .as_ref()
+        .and_then(|s| s.type_.as_deref())
+        .is_none_or(|t| t == "RollingUpdate")
+}

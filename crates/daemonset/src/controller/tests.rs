@@ -1,0 +1,318 @@
+//! Controller-level unit tests: the controller on caches filled by hand and a client that cannot reach any
+//! server, so any API call the controller attempts shows up as an error. Mirrors upstream's
+//! TestDeleteControllerAndExpectations-style dormancy checks, TestAddNode, TestUpdateNode and the
+//! controller-reference resolution of the pod and history handlers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use mini_kcm_runtime::informers::{Change, SharedInformers};
+use mini_kcm_runtime::kinds::ApiFamily;
+
+use super::{DaemonSetController, DaemonSetMetrics, DaemonSetOptions};
+use crate::DaemonSetObject;
+use crate::history::{build_revision, revision_data};
+use crate::placement::tests::{labels, new_ds, new_node};
+use crate::update::tests::pod_with;
+
+fn unreachable_client() -> kube::Client {
+    // Port 9 (discard) on loopback: nothing listens, every request fails at once.
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    kube::Client::try_from(config).unwrap()
+}
+
+fn controller() -> DaemonSetController {
+    let client = unreachable_client();
+    let informers = SharedInformers::new(client.clone(), None);
+    DaemonSetController::new(
+        &informers,
+        client,
+        DaemonSetOptions::new(ApiFamily::Apps),
+        DaemonSetMetrics::unregistered(),
+    )
+}
+
+fn controller_ref(ds: &DaemonSetObject) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: ds.metadata.name.clone().unwrap(),
+        uid: ds.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A DaemonSet as the cache holds it after the API server stored it, with the status the caches show.
+fn daemon_set(name: &str, status: DaemonSetStatus) -> DaemonSetObject {
+    let mut ds = new_ds(name);
+    ds.metadata.generation = Some(1);
+    ds.metadata.resource_version = Some("1".into());
+    ds.status = Some(status);
+    ds
+}
+
+fn status(desired: i32, current: i32, ready: i32, available: i32) -> DaemonSetStatus {
+    DaemonSetStatus {
+        desired_number_scheduled: desired,
+        current_number_scheduled: current,
+        number_ready: ready,
+        updated_number_scheduled: Some(current),
+        number_available: Some(available),
+        number_unavailable: Some(desired - available),
+        observed_generation: Some(1),
+        ..Default::default()
+    }
+}
+
+/// The current revision of `ds`, as the controller would have created it; returns its hash.
+fn insert_current_revision(c: &DaemonSetController, ds: &DaemonSetObject) -> String {
+    let data = revision_data(ds).unwrap();
+    let mut revision: ControllerRevision =
+        build_revision(ds, &data, 1, controller_ref(ds)).unwrap();
+    revision.metadata.resource_version = Some("1".into());
+    let hash = revision.metadata.labels.as_ref().unwrap()["controller-revision-hash"].clone();
+    c.inner.revisions.cache_insert(revision);
+    hash
+}
+
+/// A Ready, Running daemon pod of `ds` on `node`, carrying `hash`.
+fn daemon_pod(ds: &DaemonSetObject, name: &str, node: &str, hash: &str) -> Pod {
+    let mut pod = pod_with(name, node, Some(hash), Some((true, 0)));
+    pod.metadata.uid = Some(format!("uid-{name}"));
+    pod.metadata.resource_version = Some("2".into());
+    pod.metadata.owner_references = Some(vec![controller_ref(ds)]);
+    if let Some(status) = pod.status.as_mut() {
+        status.phase = Some("Running".into());
+    }
+    pod
+}
+
+async fn drain(c: &DaemonSetController) -> Vec<String> {
+    let mut keys = Vec::new();
+    while !c.inner.queue.is_empty() {
+        let key = c.inner.queue.get().await.unwrap();
+        c.inner.queue.done(&key);
+        keys.push(key);
+    }
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn a_daemon_set_in_its_desired_state_makes_no_api_call() {
+    let c = controller();
+    let ds = daemon_set("foo", status(2, 2, 2, 2));
+    let hash = insert_current_revision(&c, &ds);
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    for (i, node) in ["node-0", "node-1"].into_iter().enumerate() {
+        c.inner.nodes.cache_insert(new_node(node, None));
+        c.inner
+            .pods
+            .cache_insert(daemon_pod(&ds, &format!("pod-{i}"), node, &hash));
+    }
+    // Any request would fail against the unreachable client.
+    c.sync("default/foo")
+        .await
+        .expect("nothing to do, nothing called");
+}
+
+#[tokio::test]
+async fn unsatisfied_expectations_make_the_sync_dormant() {
+    let c = controller();
+    // Two nodes, one pod: only a creation would call the API (the status already says so).
+    let ds = daemon_set("foo", status(2, 1, 1, 1));
+    let hash = insert_current_revision(&c, &ds);
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.nodes.cache_insert(new_node("node-0", None));
+    c.inner.nodes.cache_insert(new_node("node-1", None));
+    c.inner
+        .pods
+        .cache_insert(daemon_pod(&ds, "pod-0", "node-0", &hash));
+
+    c.inner.expectations.expect_creations("default/foo", 1);
+    c.sync("default/foo")
+        .await
+        .expect("dormant: no creation attempted");
+
+    // Once the creation is observed, the sync acts (and, with no server, fails trying).
+    c.inner.expectations.creation_observed("default/foo");
+    let err = c
+        .sync("default/foo")
+        .await
+        .expect_err("a creation is attempted");
+    assert!(matches!(err, super::SyncError::Manage(_)), "{err}");
+    assert!(err.to_string().contains("node-1"), "{err}");
+    // The failed creation lowered the expectations again, so the next sync may retry.
+    assert!(c.inner.expectations.satisfied_expectations("default/foo"));
+}
+
+#[tokio::test]
+async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
+    let c = controller();
+    // One node whose only pod failed: counted as scheduled, neither ready nor available.
+    let ds = daemon_set("foo", status(1, 1, 0, 0));
+    let hash = insert_current_revision(&c, &ds);
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.nodes.cache_insert(new_node("node-0", None));
+    let mut failed = daemon_pod(&ds, "pod-0", "node-0", &hash);
+    failed.status = Some(PodStatus {
+        phase: Some("Failed".into()),
+        ..Default::default()
+    });
+    c.inner.pods.cache_insert(failed);
+
+    let err = c
+        .sync("default/foo")
+        .await
+        .expect_err("the failed pod's deletion is attempted");
+    assert!(err.to_string().contains("deleting pod pod-0"), "{err}");
+    assert_eq!(c.inner.backoff().len(), 1, "the node's backoff started");
+    // Still failed (the deletion did not happen): within the backoff nothing is attempted.
+    c.sync("default/foo")
+        .await
+        .expect("held back by the backoff");
+}
+
+#[tokio::test]
+async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
+    let c = controller();
+    let mut a = daemon_set("a", status(0, 0, 0, 0));
+    a.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "a")]));
+    let mut b = daemon_set("b", status(0, 0, 0, 0));
+    b.metadata.uid = Some("uid-b".into());
+    b.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "b")]));
+    c.inner.daemon_sets.cache_insert(a.clone());
+    c.inner.daemon_sets.cache_insert(b.clone());
+
+    // A new node for `a` only.
+    let node = Arc::new(new_node("n1", Some(labels(&[("role", "a")]))));
+    c.on_node(&Change::Added(node.clone()));
+    assert_eq!(drain(&c).await, ["default/a"]);
+
+    // `a` runs a pod there now. A heartbeat (status only) concerns nobody.
+    c.inner
+        .pods
+        .cache_insert(daemon_pod(&a, "a-pod", "n1", "h"));
+    let mut heartbeat = (*node).clone();
+    heartbeat.metadata.resource_version = Some("9".into());
+    heartbeat.status = Some(Default::default());
+    c.on_node(&Change::Updated {
+        old: node.clone(),
+        new: Arc::new(heartbeat),
+    });
+    assert!(drain(&c).await.is_empty());
+
+    // A label neither DaemonSet looks at: both verdicts stay, and nothing is missing or misplaced.
+    let zoned = Arc::new(new_node(
+        "n1",
+        Some(labels(&[("role", "a"), ("zone", "z")])),
+    ));
+    c.on_node(&Change::Updated {
+        old: node.clone(),
+        new: zoned.clone(),
+    });
+    assert!(drain(&c).await.is_empty());
+
+    // Relabelled from `a` to `b`: `a` must delete its pod, `b` must create one.
+    let relabelled = Arc::new(new_node("n1", Some(labels(&[("role", "b")]))));
+    c.on_node(&Change::Updated {
+        old: zoned,
+        new: relabelled.clone(),
+    });
+    assert_eq!(drain(&c).await, ["default/a", "default/b"]);
+
+    // A deleted node wakes the DaemonSets that wanted it (`b`) or have pods on it (`a`).
+    c.on_node(&Change::Deleted(relabelled));
+    assert_eq!(drain(&c).await, ["default/a", "default/b"]);
+}
+
+#[tokio::test]
+async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
+    let c = controller();
+    let ds = daemon_set("foo", status(0, 0, 0, 0));
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    let mut foreign = daemon_pod(&ds, "p", "node-0", "h");
+    if let Some(refs) = foreign.metadata.owner_references.as_mut() {
+        refs[0].api_version = "minikcm.dev/v1".into();
+    }
+    c.inner.expectations.expect_creations("default/foo", 1);
+    c.on_pod(&Change::Added(Arc::new(foreign)));
+    assert!(!c.inner.expectations.satisfied_expectations("default/foo"));
+    assert!(drain(&c).await.is_empty());
+
+    // Ours: observed and woken.
+    c.on_pod(&Change::Added(Arc::new(daemon_pod(
+        &ds, "q", "node-0", "h",
+    ))));
+    assert!(c.inner.expectations.satisfied_expectations("default/foo"));
+    assert_eq!(drain(&c).await, ["default/foo"]);
+}
+
+#[tokio::test]
+async fn orphan_revisions_wake_matching_daemon_sets_and_owned_ones_do_not() {
+    let c = controller();
+    let ds = daemon_set("foo", status(0, 0, 0, 0));
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    let data = revision_data(&ds).unwrap();
+    let owned = build_revision(&ds, &data, 1, controller_ref(&ds)).unwrap();
+    c.on_revision(&Change::Added(Arc::new(owned.clone())));
+    assert!(
+        drain(&c).await.is_empty(),
+        "our own new revision needs no sync"
+    );
+    let mut orphan = owned.clone();
+    orphan.metadata.owner_references = None;
+    c.on_revision(&Change::Added(Arc::new(orphan)));
+    assert_eq!(
+        drain(&c).await,
+        ["default/foo"],
+        "someone may adopt the orphan"
+    );
+    c.on_revision(&Change::Deleted(Arc::new(owned)));
+    assert_eq!(
+        drain(&c).await,
+        ["default/foo"],
+        "a lost revision must be rebuilt"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_selector_is_refused_without_touching_anything() {
+    let c = controller();
+    let mut ds = daemon_set("foo", status(0, 0, 0, 0));
+    ds.spec.selector = LabelSelector::default();
+    c.inner.daemon_sets.cache_insert(ds);
+    c.inner.nodes.cache_insert(new_node("node-0", None));
+    c.sync("default/foo").await.expect("SelectingAll, no work");
+}
+
+#[tokio::test]
+async fn deleting_a_daemon_set_forgets_its_expectations() {
+    let c = controller();
+    let ds = daemon_set("foo", status(0, 0, 0, 0));
+    c.inner.expectations.expect_creations("default/foo", 5);
+    c.on_daemon_set(&Change::Deleted(Arc::new(ds)));
+    assert!(c.inner.expectations.get("default/foo").is_none());
+    assert_eq!(drain(&c).await, ["default/foo"]);
+    // The sync of a DaemonSet that is gone does nothing and succeeds.
+    c.sync("default/foo").await.expect("gone");
+}
+
+#[tokio::test]
+async fn placements_are_reparsed_when_the_generation_changes() {
+    let c = controller();
+    let mut ds = daemon_set("foo", status(0, 0, 0, 0));
+    let node = new_node("n", Some(BTreeMap::from([("role".into(), "x".into())])));
+    assert!(c.inner.placements.get(&ds).evaluate(&node).should_run);
+    ds.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "y")]));
+    assert!(
+        c.inner.placements.get(&ds).evaluate(&node).should_run,
+        "same generation: the cached rules (the API server bumps the generation on a template change)"
+    );
+    ds.metadata.generation = Some(2);
+    assert!(!c.inner.placements.get(&ds).evaluate(&node).should_run);
+}
