@@ -149,3 +149,133 @@ async fn deployments_change_hands_both_ways_without_recreating_anything() {
 
     plane.stop().await;
 }
+
+/// The same for DaemonSets: kube-controller-manager and mini-kcm recognise each other's
+/// ControllerRevisions (the revision data is byte-for-byte upstream's), so a hand-over either way mints
+/// no revision and recreates no pod; a new node gets its pod from the controller now in charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_sets_change_hands_both_ways_without_new_revisions_or_pods() {
+    use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+    use mini_kcm_e2e::daemon_set;
+    use mini_kcm_testkit::nodes;
+
+    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+        .await
+        .unwrap();
+    let mut options = PlaneOptions::new(binaries);
+    options.nodes = 2;
+    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
+    let mut plane = LocalPlane::start(options).await.unwrap();
+    let info: &'static _ = Box::leak(Box::new(plane.info().clone()));
+    let client = plane.client().await.unwrap();
+
+    struct State {
+        revisions: BTreeSet<String>,
+        pods: BTreeSet<String>,
+    }
+    async fn state(ns: &TestNamespace) -> State {
+        let revisions = ns
+            .api::<ControllerRevision>()
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
+        State {
+            revisions: revisions
+                .items
+                .into_iter()
+                .filter_map(|r| r.metadata.uid)
+                .collect(),
+            pods: pods
+                .items
+                .into_iter()
+                .filter(is_active)
+                .filter_map(|p| p.metadata.uid)
+                .collect(),
+        }
+    }
+    async fn wait_rolled_out(ns: &TestNamespace, nodes: i32) {
+        ns.wait_for(
+            &ns.api::<DaemonSet>(),
+            "agent",
+            &format!("{nodes} updated, available pods"),
+            TIMEOUT,
+            |ds| {
+                ds.is_some_and(|ds| {
+                    let s = ds.status.clone().unwrap_or_default();
+                    s.observed_generation == ds.metadata.generation
+                        && s.desired_number_scheduled == nodes
+                        && s.updated_number_scheduled.unwrap_or(0) == nodes
+                        && s.number_available.unwrap_or(0) == nodes
+                })
+            },
+        )
+        .await;
+    }
+    async fn roll_out_daemon_set(ns: &TestNamespace, nodes: i32) {
+        let api = ns.api::<DaemonSet>();
+        api.create(&PostParams::default(), &daemon_set("agent"))
+            .await
+            .unwrap();
+        wait_rolled_out(ns, nodes).await;
+        api.patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}})),
+        )
+        .await
+        .unwrap();
+        wait_rolled_out(ns, nodes).await;
+    }
+    /// Adds a node; the controller in charge must give it a pod, and change nothing else.
+    async fn add_node_and_check(
+        ns: &TestNamespace,
+        client: &kube::Client,
+        node: &str,
+        nodes_now: i32,
+        before: &State,
+    ) {
+        nodes::create(client, &nodes::NodeSpec::named(node))
+            .await
+            .unwrap();
+        wait_rolled_out(ns, nodes_now).await;
+        let after = state(ns).await;
+        assert_eq!(
+            after.revisions, before.revisions,
+            "no ControllerRevision created or deleted"
+        );
+        assert!(before.pods.is_subset(&after.pods), "no pod was replaced");
+        assert_eq!(
+            after.pods.len(),
+            before.pods.len() + 1,
+            "one pod for the new node"
+        );
+    }
+
+    // Upstream rolls out two revisions; then ours takes over.
+    let from_upstream = TestNamespace::create(info, "ds-handover-from-upstream").await;
+    roll_out_daemon_set(&from_upstream, 2).await;
+    let before = state(&from_upstream).await;
+    assert_eq!(before.revisions.len(), 2);
+    plane
+        .restart_controller_manager(UpstreamWorkloadControllers::Disabled)
+        .await
+        .unwrap();
+    let ours = TestManager::start(&from_upstream, Kinds::Apps).await;
+    add_node_and_check(&from_upstream, &client, "handover-node-3", 3, &before).await;
+
+    // Ours rolls out two revisions; then upstream takes over.
+    let from_ours = TestNamespace::create(info, "ds-handover-from-ours").await;
+    let ours_there = TestManager::start(&from_ours, Kinds::Apps).await;
+    roll_out_daemon_set(&from_ours, 3).await;
+    let before = state(&from_ours).await;
+    assert_eq!(before.revisions.len(), 2);
+    ours_there.stop().await;
+    ours.stop().await;
+    plane
+        .restart_controller_manager(UpstreamWorkloadControllers::Enabled)
+        .await
+        .unwrap();
+    add_node_and_check(&from_ours, &client, "handover-node-4", 4, &before).await;
+    plane.stop().await;
+}
