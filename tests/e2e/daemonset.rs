@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet,
 };
@@ -25,7 +24,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, for_both_families, is_active, pod_template, selector,
+    TIMEOUT, TestManager, app_selector, check_every_state, for_both_families, is_active,
+    pod_template, selector,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{ApiFamily, DaemonSetObject, WorkloadKind};
@@ -292,27 +292,6 @@ fn one_ready_pod_on_each(pods: &[Pod], nodes: &[&str]) -> bool {
                 on_node.len() == 1 && is_ready(on_node[0]) && bound_node(on_node[0]) == Some(*node)
             })
         })
-}
-
-/// Runs `check` on the store after every watch event once the initial list is complete (during a
-/// (re)list the store still shows the previous state).
-async fn check_every_state<K>(
-    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut check: impl FnMut(),
-) {
-    let mut stream = std::pin::pin!(stream);
-    let mut synced = false;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::InitDone) => synced = true,
-            Ok(watcher::Event::Init) => synced = false,
-            Ok(watcher::Event::InitApply(_)) | Err(_) => continue,
-            Ok(_) => {}
-        }
-        if synced {
-            check();
-        }
-    }
 }
 
 /// Watches the DaemonSet's pods and records a violation whenever `invariant` (given the pods) returns one.

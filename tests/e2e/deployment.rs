@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -16,8 +15,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, controller_uid, for_both_families, is_active, pod_template,
-    selector,
+    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, for_both_families,
+    is_active, pod_template, selector,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
@@ -373,27 +372,6 @@ async fn a_manager_killed_mid_rollout_is_replaced_within_the_bounds(family: ApiF
     .await;
     bounds.assert_never_broken();
     second.stop().await;
-}
-
-/// Runs `check` on the store after every watch event once the initial list is complete (during a
-/// (re)list the store still shows the previous state).
-async fn check_every_state<K>(
-    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut check: impl FnMut(),
-) {
-    let mut stream = std::pin::pin!(stream);
-    let mut synced = false;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::InitDone) => synced = true,
-            Ok(watcher::Event::Init) => synced = false,
-            Ok(watcher::Event::InitApply(_)) | Err(_) => continue,
-            Ok(_) => {}
-        }
-        if synced {
-            check();
-        }
-    }
 }
 
 fn is_ready(pod: &Pod) -> bool {

@@ -245,3 +245,26 @@ macro_rules! for_both_families {
         }
     };
 }
+
+/// Runs `check` on the store after every watch event once the initial list is complete (during a
+/// (re)list the store still shows the previous state).
+pub async fn check_every_state<K>(
+    stream: impl futures::Stream<
+        Item = Result<kube::runtime::watcher::Event<K>, kube::runtime::watcher::Error>,
+    >,
+    mut check: impl FnMut(),
+) {
+    let mut stream = std::pin::pin!(stream);
+    let mut synced = false;
+    while let Some(event) = futures::StreamExt::next(&mut stream).await {
+        match event {
+            Ok(kube::runtime::watcher::Event::InitDone) => synced = true,
+            Ok(kube::runtime::watcher::Event::Init) => synced = false,
+            Ok(kube::runtime::watcher::Event::InitApply(_)) | Err(_) => continue,
+            Ok(_) => {}
+        }
+        if synced {
+            check();
+        }
+    }
+}

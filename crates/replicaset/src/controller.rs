@@ -5,7 +5,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::consistency::{ConsistencyStore, StaleSyncSkips};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::UidTrackingExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -15,7 +15,7 @@ use mini_kcm_runtime::kinds::{
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::run_workers;
 use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
-use prometheus::{IntCounterVec, Opts, Registry};
+use prometheus::Registry;
 
 use crate::{BURST_REPLICAS, EVENT_COMPONENT};
 
@@ -44,7 +44,7 @@ impl ReplicaSetOptions {
 pub struct ReplicaSetMetrics {
     /// Syncs skipped because the cache had not yet seen our own writes (upstream's
     /// `replicaset_controller_stale_sync_skips_total`).
-    pub(crate) stale_sync_skips: IntCounterVec,
+    pub(crate) stale_sync_skips: StaleSyncSkips,
     pub(crate) queue: Option<WorkQueueMetrics>,
 }
 
@@ -53,17 +53,8 @@ impl ReplicaSetMetrics {
         registry: &Registry,
         queue: Option<WorkQueueMetrics>,
     ) -> Result<Self, prometheus::Error> {
-        let stale_sync_skips = IntCounterVec::new(
-            Opts::new(
-                "stale_sync_skips_total",
-                "Number of syncs skipped because the informer cache was older than the controller's own writes.",
-            )
-            .subsystem("replicaset_controller"),
-            &["group", "resource"],
-        )?;
-        registry.register(Box::new(stale_sync_skips.clone()))?;
         Ok(ReplicaSetMetrics {
-            stale_sync_skips,
+            stale_sync_skips: StaleSyncSkips::register(registry, "replicaset_controller")?,
             queue,
         })
     }
@@ -71,11 +62,7 @@ impl ReplicaSetMetrics {
     /// Metrics registered nowhere (unit tests).
     pub fn unregistered() -> Self {
         ReplicaSetMetrics {
-            stale_sync_skips: IntCounterVec::new(
-                Opts::new("unused", "unused"),
-                &["group", "resource"],
-            )
-            .unwrap_or_else(|_| unreachable!("static metric options are valid")),
+            stale_sync_skips: StaleSyncSkips::unregistered(),
             queue: None,
         }
     }

@@ -58,8 +58,7 @@ impl ReplicaSetController {
         if !s.consistency.is_ready(key) {
             s.metrics
                 .stale_sync_skips
-                .with_label_values(&[s.resource.group.as_str(), "replicasets"])
-                .inc();
+                .inc(&s.resource.group, "replicasets");
             return Err(SyncError::StaleCache {
                 kind: "ReplicaSet or Pod",
             });

@@ -9,6 +9,44 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+/// Upstream's `<controller>_stale_sync_skips_total{group, resource}`: syncs skipped because the caches
+/// had not yet seen the controller's own writes.
+#[derive(Clone)]
+pub struct StaleSyncSkips(prometheus::IntCounterVec);
+
+impl StaleSyncSkips {
+    /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
+    pub fn register(
+        registry: &prometheus::Registry,
+        subsystem: &str,
+    ) -> Result<Self, prometheus::Error> {
+        let counter = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "stale_sync_skips_total",
+                "Number of syncs skipped because the informer cache was older than the controller's own writes.",
+            )
+            .subsystem(subsystem),
+            &["group", "resource"],
+        )?;
+        registry.register(Box::new(counter.clone()))?;
+        Ok(StaleSyncSkips(counter))
+    }
+
+    /// A counter registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        let counter = prometheus::IntCounterVec::new(
+            prometheus::Opts::new("unregistered", "unregistered"),
+            &["group", "resource"],
+        )
+        .unwrap_or_else(|_| unreachable!("static metric options are valid"));
+        StaleSyncSkips(counter)
+    }
+
+    pub fn inc(&self, group: &str, resource: &str) {
+        self.0.with_label_values(&[group, resource]).inc();
+    }
+}
+
 /// Reads how far an informer's watch has got (see `Informer::observed_resource_version`).
 pub type ObservedVersion = Arc<dyn Fn() -> u64 + Send + Sync>;
 

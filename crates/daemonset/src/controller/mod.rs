@@ -27,7 +27,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::consistency::{ConsistencyStore, StaleSyncSkips};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::ControllerExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -38,7 +38,7 @@ use mini_kcm_runtime::kinds::{
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::run_workers;
 use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
-use prometheus::{IntCounterVec, Opts, Registry};
+use prometheus::Registry;
 
 use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
 use crate::placement::DaemonPlacement;
@@ -74,7 +74,7 @@ impl DaemonSetOptions {
 pub struct DaemonSetMetrics {
     /// Syncs skipped because the cache had not yet seen our own writes (upstream's
     /// `daemonset_controller_stale_sync_skips_total`).
-    pub(crate) stale_sync_skips: IntCounterVec,
+    pub(crate) stale_sync_skips: StaleSyncSkips,
     pub(crate) queue: Option<WorkQueueMetrics>,
 }
 
@@ -83,17 +83,8 @@ impl DaemonSetMetrics {
         registry: &Registry,
         queue: Option<WorkQueueMetrics>,
     ) -> Result<Self, prometheus::Error> {
-        let stale_sync_skips = IntCounterVec::new(
-            Opts::new(
-                "stale_sync_skips_total",
-                "Number of syncs skipped because the informer cache was older than the controller's own writes.",
-            )
-            .subsystem("daemonset_controller"),
-            &["group", "resource"],
-        )?;
-        registry.register(Box::new(stale_sync_skips.clone()))?;
         Ok(DaemonSetMetrics {
-            stale_sync_skips,
+            stale_sync_skips: StaleSyncSkips::register(registry, "daemonset_controller")?,
             queue,
         })
     }
@@ -101,11 +92,7 @@ impl DaemonSetMetrics {
     /// Metrics registered nowhere (unit tests).
     pub fn unregistered() -> Self {
         DaemonSetMetrics {
-            stale_sync_skips: IntCounterVec::new(
-                Opts::new("unused", "unused"),
-                &["group", "resource"],
-            )
-            .unwrap_or_else(|_| unreachable!("static metric options are valid")),
+            stale_sync_skips: StaleSyncSkips::unregistered(),
             queue: None,
         }
     }

@@ -85,8 +85,7 @@ impl DaemonSetController {
         if !s.consistency.is_ready(key) {
             s.metrics
                 .stale_sync_skips
-                .with_label_values(&[s.resource.group.as_str(), "daemonsets"])
-                .inc();
+                .inc(&s.resource.group, "daemonsets");
             return Err(SyncError::StaleCache {
                 kind: "DaemonSet, Pod or ControllerRevision",
             });
