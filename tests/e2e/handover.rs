@@ -23,23 +23,28 @@ use mini_kcm_manager::Kinds;
 use mini_kcm_testkit::TestNamespace;
 use serde_json::json;
 
+/// The UIDs of what a hand-over must not replace: the controller's children (`K`: ReplicaSets or
+/// ControllerRevisions) and the active pods.
 struct Snapshot {
-    replica_sets: BTreeSet<String>,
+    children: BTreeSet<String>,
     pods: BTreeSet<String>,
 }
 
-async fn snapshot(ns: &TestNamespace) -> Snapshot {
-    let rss = ns
-        .api::<ReplicaSet>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+async fn snapshot<K>(ns: &TestNamespace) -> Snapshot
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let children = ns.api::<K>().list(&ListParams::default()).await.unwrap();
     let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
     Snapshot {
-        replica_sets: rss
+        children: children
             .items
             .into_iter()
-            .filter_map(|rs| rs.metadata.uid)
+            .filter_map(|c| c.meta().uid.clone())
             .collect(),
         pods: pods
             .items
@@ -48,6 +53,20 @@ async fn snapshot(ns: &TestNamespace) -> Snapshot {
             .filter_map(|p| p.metadata.uid)
             .collect(),
     }
+}
+
+/// A plane of this test's own (its kube-controller-manager gets restarted), starting with upstream's
+/// workload controllers on.
+async fn upstream_plane() -> (LocalPlane, &'static mini_kcm_testkit::PlaneInfo) {
+    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+        .await
+        .unwrap();
+    let mut options = PlaneOptions::new(binaries);
+    options.nodes = 2;
+    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
+    let plane = LocalPlane::start(options).await.unwrap();
+    let info: &'static _ = Box::leak(Box::new(plane.info().clone()));
+    (plane, info)
 }
 
 /// Waits until the Deployment's rollout of `replicas` is complete for its current generation.
@@ -97,9 +116,9 @@ async fn scale_and_check_nothing_was_replaced(ns: &TestNamespace, before: &Snaps
         .await
         .unwrap();
     wait_complete(ns, "web", 4).await;
-    let after = snapshot(ns).await;
+    let after = snapshot::<ReplicaSet>(ns).await;
     assert_eq!(
-        after.replica_sets, before.replica_sets,
+        after.children, before.children,
         "no ReplicaSet created or deleted"
     );
     assert!(before.pods.is_subset(&after.pods), "no pod was replaced");
@@ -112,20 +131,13 @@ async fn scale_and_check_nothing_was_replaced(ns: &TestNamespace, before: &Snaps
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployments_change_hands_both_ways_without_recreating_anything() {
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
-        .await
-        .unwrap();
-    let mut options = PlaneOptions::new(binaries);
-    options.nodes = 2;
-    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
-    let mut plane = LocalPlane::start(options).await.unwrap();
-    let info: &'static _ = Box::leak(Box::new(plane.info().clone()));
+    let (mut plane, info) = upstream_plane().await;
 
     // Upstream rolls out; then upstream's controllers stop and ours take over.
     let from_upstream = TestNamespace::create(info, "handover-from-upstream").await;
     roll_out_two_revisions(&from_upstream).await;
-    let before = snapshot(&from_upstream).await;
-    assert_eq!(before.replica_sets.len(), 2);
+    let before = snapshot::<ReplicaSet>(&from_upstream).await;
+    assert_eq!(before.children.len(), 2);
     plane
         .restart_controller_manager(UpstreamWorkloadControllers::Disabled)
         .await
@@ -137,8 +149,8 @@ async fn deployments_change_hands_both_ways_without_recreating_anything() {
     let from_ours = TestNamespace::create(info, "handover-from-ours").await;
     let ours_there = TestManager::start(&from_ours, Kinds::Apps).await;
     roll_out_two_revisions(&from_ours).await;
-    let before = snapshot(&from_ours).await;
-    assert_eq!(before.replica_sets.len(), 2);
+    let before = snapshot::<ReplicaSet>(&from_ours).await;
+    assert_eq!(before.children.len(), 2);
     ours_there.stop().await;
     ours.stop().await;
     plane
@@ -159,41 +171,9 @@ async fn daemon_sets_change_hands_both_ways_without_new_revisions_or_pods() {
     use mini_kcm_e2e::daemon_set;
     use mini_kcm_testkit::nodes;
 
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
-        .await
-        .unwrap();
-    let mut options = PlaneOptions::new(binaries);
-    options.nodes = 2;
-    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
-    let mut plane = LocalPlane::start(options).await.unwrap();
-    let info: &'static _ = Box::leak(Box::new(plane.info().clone()));
+    let (mut plane, info) = upstream_plane().await;
     let client = plane.client().await.unwrap();
 
-    struct State {
-        revisions: BTreeSet<String>,
-        pods: BTreeSet<String>,
-    }
-    async fn state(ns: &TestNamespace) -> State {
-        let revisions = ns
-            .api::<ControllerRevision>()
-            .list(&ListParams::default())
-            .await
-            .unwrap();
-        let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
-        State {
-            revisions: revisions
-                .items
-                .into_iter()
-                .filter_map(|r| r.metadata.uid)
-                .collect(),
-            pods: pods
-                .items
-                .into_iter()
-                .filter(is_active)
-                .filter_map(|p| p.metadata.uid)
-                .collect(),
-        }
-    }
     async fn wait_rolled_out(ns: &TestNamespace, nodes: i32) {
         ns.wait_for(
             &ns.api::<DaemonSet>(),
@@ -233,15 +213,15 @@ async fn daemon_sets_change_hands_both_ways_without_new_revisions_or_pods() {
         client: &kube::Client,
         node: &str,
         nodes_now: i32,
-        before: &State,
+        before: &Snapshot,
     ) {
         nodes::create(client, &nodes::NodeSpec::named(node))
             .await
             .unwrap();
         wait_rolled_out(ns, nodes_now).await;
-        let after = state(ns).await;
+        let after = snapshot::<ControllerRevision>(ns).await;
         assert_eq!(
-            after.revisions, before.revisions,
+            after.children, before.children,
             "no ControllerRevision created or deleted"
         );
         assert!(before.pods.is_subset(&after.pods), "no pod was replaced");
@@ -255,8 +235,8 @@ async fn daemon_sets_change_hands_both_ways_without_new_revisions_or_pods() {
     // Upstream rolls out two revisions; then ours takes over.
     let from_upstream = TestNamespace::create(info, "ds-handover-from-upstream").await;
     roll_out_daemon_set(&from_upstream, 2).await;
-    let before = state(&from_upstream).await;
-    assert_eq!(before.revisions.len(), 2);
+    let before = snapshot::<ControllerRevision>(&from_upstream).await;
+    assert_eq!(before.children.len(), 2);
     plane
         .restart_controller_manager(UpstreamWorkloadControllers::Disabled)
         .await
@@ -268,8 +248,8 @@ async fn daemon_sets_change_hands_both_ways_without_new_revisions_or_pods() {
     let from_ours = TestNamespace::create(info, "ds-handover-from-ours").await;
     let ours_there = TestManager::start(&from_ours, Kinds::Apps).await;
     roll_out_daemon_set(&from_ours, 3).await;
-    let before = state(&from_ours).await;
-    assert_eq!(before.revisions.len(), 2);
+    let before = snapshot::<ControllerRevision>(&from_ours).await;
+    assert_eq!(before.children.len(), 2);
     ours_there.stop().await;
     ours.stop().await;
     plane

@@ -2,8 +2,13 @@
 //!
 //! Without `--state-dir`, a plane takes the first free slot `planes/plane-N` under the cache root: a single
 //! `mini-kcm up` always lands in `plane-1` (a stable kubeconfig path), a second one beside it in `plane-2`.
-//! A slot is free when its `owner.pid` names no live process; its old content is wiped on take-over.
+//! A slot is owned by whoever holds an exclusive `flock` on its `owner.pid` file: taking it is atomic (two
+//! planes starting at once, even in one process, cannot both win) and the kernel releases it when the owner
+//! dies, so there are no stale claims. The file also names the owner's pid for people.
 
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::PlaneError;
@@ -14,30 +19,43 @@ const OWNER_FILE: &str = "owner.pid";
 #[derive(Debug)]
 pub(crate) struct StateDir {
     path: PathBuf,
+    /// Holds the lock; closing it (on drop or death) releases the slot.
+    _owner: File,
 }
 
 impl StateDir {
-    /// Takes `explicit` (wiping it when it is not in use), or the first free slot under `root`.
+    /// Takes `explicit` (wiping it), or the first free slot under `root`.
     pub(crate) fn acquire(explicit: Option<&Path>, root: &Path) -> Result<Self, PlaneError> {
         if let Some(dir) = explicit {
-            if let Some(pid) = live_owner(dir) {
-                return Err(PlaneError::StateDirInUse {
-                    dir: dir.to_path_buf(),
-                    pid,
-                });
-            }
-            return Self::take(dir.to_path_buf());
+            return Self::try_take(dir)?.ok_or_else(|| PlaneError::StateDirInUse {
+                dir: dir.to_path_buf(),
+                pid: recorded_owner(dir).unwrap_or(0),
+            });
         }
         for n in 1.. {
-            let dir = root.join(format!("plane-{n}"));
-            if live_owner(&dir).is_none() {
-                return Self::take(dir);
+            if let Some(taken) = Self::try_take(&root.join(format!("plane-{n}")))? {
+                return Ok(taken);
             }
         }
         unreachable!("some slot is always free")
     }
 
-    fn take(path: PathBuf) -> Result<Self, PlaneError> {
+    /// `Some` if we got the slot's lock (and then wiped what a previous plane left), `None` if another
+    /// plane holds it.
+    fn try_take(path: &Path) -> Result<Option<Self>, PlaneError> {
+        std::fs::create_dir_all(path)
+            .map_err(|e| PlaneError::io(format!("creating {}", path.display()), e))?;
+        let owner_path = path.join(OWNER_FILE);
+        let mut owner = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&owner_path)
+            .map_err(|e| PlaneError::io(format!("opening {}", owner_path.display()), e))?;
+        // SAFETY: flock on a descriptor we own; LOCK_NB makes it fail instead of waiting.
+        if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Ok(None);
+        }
         // Remove what a previous plane left behind, but never anything we did not create.
         for sub in ["pki", "etcd", "logs", "kwok"] {
             let p = path.join(sub);
@@ -46,11 +64,14 @@ impl StateDir {
                     .map_err(|e| PlaneError::io(format!("cleaning {}", p.display()), e))?;
             }
         }
-        std::fs::create_dir_all(&path)
-            .map_err(|e| PlaneError::io(format!("creating {}", path.display()), e))?;
-        std::fs::write(path.join(OWNER_FILE), std::process::id().to_string())
+        owner
+            .set_len(0)
+            .and_then(|()| write!(owner, "{}", std::process::id()))
             .map_err(|e| PlaneError::io("writing owner.pid", e))?;
-        Ok(StateDir { path })
+        Ok(Some(StateDir {
+            path: path.to_path_buf(),
+            _owner: owner,
+        }))
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -58,20 +79,13 @@ impl StateDir {
     }
 }
 
-impl Drop for StateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.path.join(OWNER_FILE));
-    }
-}
-
-/// The pid in `dir/owner.pid` if that process is alive (this process included).
-fn live_owner(dir: &Path) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(dir.join(OWNER_FILE))
+/// The pid written in `dir/owner.pid` (for error messages).
+fn recorded_owner(dir: &Path) -> Option<u32> {
+    std::fs::read_to_string(dir.join(OWNER_FILE))
         .ok()?
         .trim()
         .parse()
-        .ok()?;
-    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+        .ok()
 }
 
 #[cfg(test)]
@@ -82,18 +96,24 @@ mod tests {
     fn slots_are_taken_in_order_and_released_on_drop() {
         let root = std::env::temp_dir().join(format!("mini-kcm-slots-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        // A slot owned by a live process (pid 1 always exists) is skipped.
-        std::fs::create_dir_all(root.join("plane-1")).unwrap();
-        std::fs::write(root.join("plane-1").join(OWNER_FILE), "1").unwrap();
+        let first = StateDir::acquire(None, &root).unwrap();
+        assert_eq!(first.path(), root.join("plane-1"));
+        // Held (even by this very process): the next plane gets the next slot.
         let second = StateDir::acquire(None, &root).unwrap();
         assert_eq!(second.path(), root.join("plane-2"));
         let err = StateDir::acquire(Some(&root.join("plane-1")), &root).unwrap_err();
         assert!(
-            matches!(err, PlaneError::StateDirInUse { pid: 1, .. }),
+            matches!(err, PlaneError::StateDirInUse { pid, .. } if pid == std::process::id()),
             "{err}"
         );
-        drop(second);
-        assert!(!root.join("plane-2").join(OWNER_FILE).exists());
+        drop(first);
+        let again = StateDir::acquire(None, &root).unwrap();
+        assert_eq!(
+            again.path(),
+            root.join("plane-1"),
+            "a released slot is free again"
+        );
+        drop((second, again));
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
