@@ -44,6 +44,8 @@ pub enum PlaneError {
         #[source]
         source: kube::config::KubeconfigError,
     },
+    #[error("installing the minikcm.dev CRDs: {0}")]
+    Crds(#[from] mini_kcm_crds::Error),
     #[error("building a client: {0}")]
     Client(#[source] kube::Error),
     #[error("Kubernetes API call failed while {context}: {source}")]

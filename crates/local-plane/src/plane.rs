@@ -38,6 +38,10 @@ pub struct PlaneOptions {
     /// An extra copy of the admin kubeconfig.
     pub kubeconfig_out: Option<PathBuf>,
     pub upstream_workload_controllers: UpstreamWorkloadControllers,
+    /// Install the `minikcm.dev` CRD copies before kube-controller-manager starts, so its garbage
+    /// collector watches them from its first discovery (it only notices CRDs created later on its 30 s
+    /// resync, and until then orphaning or cascading deletion of copies misbehaves).
+    pub install_crds: bool,
     /// Upper bound for each start-up step.
     pub step_timeout: Duration,
 }
@@ -50,6 +54,7 @@ impl PlaneOptions {
             state_dir: None,
             kubeconfig_out: None,
             upstream_workload_controllers: UpstreamWorkloadControllers::Disabled,
+            install_crds: true,
             step_timeout: Duration::from_secs(120),
         }
     }
@@ -223,6 +228,9 @@ impl LocalPlane {
             "kube-apiserver ready in {:.1}s",
             step.elapsed().as_secs_f64()
         );
+        if options.install_crds {
+            mini_kcm_crds::install(&client).await?;
+        }
 
         // kube-scheduler and kube-controller-manager (started together, checked one after the other)
         step = Instant::now();
