@@ -20,7 +20,7 @@ const OWNER_FILE: &str = "owner.pid";
 pub(crate) struct StateDir {
     path: PathBuf,
     /// Holds the lock; closing it (on drop or death) releases the slot.
-    _owner: File,
+    owner_file: File,
 }
 
 impl StateDir {
@@ -70,12 +70,23 @@ impl StateDir {
             .map_err(|e| PlaneError::io("writing owner.pid", e))?;
         Ok(Some(StateDir {
             path: path.to_path_buf(),
-            _owner: owner,
+            owner_file: owner,
         }))
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        // Unlock explicitly rather than by closing: a child forked at this moment shares the open file
+        // until it execs, and closing our descriptor alone would leave the lock held that long.
+        // SAFETY: flock on a descriptor we own.
+        unsafe {
+            libc::flock(self.owner_file.as_raw_fd(), libc::LOCK_UN);
+        }
     }
 }
 
