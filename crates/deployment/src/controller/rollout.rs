@@ -173,6 +173,14 @@ impl<'a> Rollout<'a> {
                     messages::scaled_up_new_replica_set(&rs_name, replicas),
                 );
             }
+        }
+        // Also when it already existed (our earlier create, not yet in the cache): later steps of this
+        // sync must see it.
+        if !self
+            .rss
+            .iter()
+            .any(|r| r.metadata.uid == created_rs.metadata.uid)
+        {
             self.rss.push(created_rs.clone());
         }
         let mut recorded = self.d.clone();
@@ -294,9 +302,19 @@ impl<'a> Rollout<'a> {
         old.iter().chain(new).collect()
     }
 
+    /// The new and old ReplicaSets as this sync last read or wrote them, without writing anything
+    /// (after [`Rollout::new_and_old`] has synced revisions once, the later steps of a sync only need
+    /// to see their own scale writes).
+    fn current(&self) -> (Option<ReplicaSetObject>, Vec<ReplicaSetObject>) {
+        let refs: Vec<&ReplicaSetObject> = self.rss.iter().collect();
+        let (_, old) = find_old_replica_sets(&self.d, &refs);
+        let new = find_new_replica_set(&self.d, &refs).cloned();
+        (new, old.into_iter().cloned().collect())
+    }
+
     /// Upstream's `syncDeploymentStatus`: counts and Available, no progress evaluation.
     async fn sync_deployment_status(&mut self) -> Result<(), SyncError> {
-        let (new, old) = self.new_and_old(false).await?;
+        let (new, old) = self.current();
         let all = Self::all_refs(new.as_ref(), &old);
         let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
         let mut d = self.d.clone();
@@ -307,7 +325,7 @@ impl<'a> Rollout<'a> {
     /// Upstream's `syncRolloutStatus`: counts, Available and Progressing; when nothing changed, requeue
     /// for the progress deadline instead.
     async fn sync_rollout_status(&mut self) -> Result<(), SyncError> {
-        let (new, old) = self.new_and_old(false).await?;
+        let (new, old) = self.current();
         let all = Self::all_refs(new.as_ref(), &old);
         let now = Timestamp::now();
         let status = rollout_status(&all, new.as_ref(), &self.d, now);
@@ -329,6 +347,7 @@ impl<'a> Rollout<'a> {
     }
 
     pub(crate) async fn sync_status_only(&mut self) -> Result<(), SyncError> {
+        self.new_and_old(false).await?;
         self.sync_deployment_status().await
     }
 
@@ -360,8 +379,8 @@ impl<'a> Rollout<'a> {
         {
             return self.sync_rollout_status().await;
         }
-        // Re-read what the steps above may have changed.
-        let (new, old) = self.new_and_old(false).await?;
+        // What the step above may have changed.
+        let (new, old) = self.current();
         let Some(new) = new else {
             return self.sync_rollout_status().await;
         };
