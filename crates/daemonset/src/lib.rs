@@ -32,9 +32,7 @@ pub mod update;
 
 pub use mini_kcm_runtime::kinds::DaemonSetObject;
 
-pub use controller::{
-    DaemonSetController, DaemonSetMetrics, DaemonSetOptions, EVENT_COMPONENT, SyncError,
-};
+pub use controller::{DaemonSetController, DaemonSetOptions, EVENT_COMPONENT, SyncError};
 
 pub use affinity::{
     TargetNodeError, create_pod_template, get_target_node_name, pod_template_for_node,

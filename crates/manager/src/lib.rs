@@ -11,12 +11,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mini_kcm_daemonset::{DaemonSetController, DaemonSetMetrics, DaemonSetOptions};
+use mini_kcm_daemonset::{DaemonSetController, DaemonSetOptions};
 use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
-use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
+use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetOptions};
 use mini_kcm_runtime::client::{ClientRateLimit, rate_limited_client};
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 pub use options::{ControllerName, Kinds, ManagerOptions};
@@ -76,7 +77,11 @@ pub async fn run(
     let informers = SharedInformers::new(informer_client, options.namespace.clone());
     let mut replica_set_controllers = Vec::new();
     if options.enabled(ControllerName::ReplicaSet) {
-        let metrics = ReplicaSetMetrics::new(&registry, Some(queue_metrics.clone()))?;
+        let metrics = ControllerMetrics::new(
+            &registry,
+            "replicaset_controller",
+            Some(queue_metrics.clone()),
+        )?;
         for family in &families {
             let mut rs_options = ReplicaSetOptions::new(*family);
             rs_options.workers = options.concurrent_replicaset_syncs;
@@ -103,7 +108,11 @@ pub async fn run(
     }
     let mut daemon_set_controllers = Vec::new();
     if options.enabled(ControllerName::DaemonSet) {
-        let metrics = DaemonSetMetrics::new(&registry, Some(queue_metrics.clone()))?;
+        let metrics = ControllerMetrics::new(
+            &registry,
+            "daemonset_controller",
+            Some(queue_metrics.clone()),
+        )?;
         for family in &families {
             let mut ds_options = DaemonSetOptions::new(*family);
             ds_options.workers = options.concurrent_daemonset_syncs;

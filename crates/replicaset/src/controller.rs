@@ -5,17 +5,17 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::consistency::{ConsistencyStore, StaleSyncSkips};
+use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::UidTrackingExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
     ApiFamily, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
+use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::run_workers;
-use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
-use prometheus::Registry;
+use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
 use crate::{BURST_REPLICAS, EVENT_COMPONENT};
 
@@ -39,35 +39,6 @@ impl ReplicaSetOptions {
     }
 }
 
-/// Metrics of the ReplicaSet controllers (one set per process, shared by both families).
-#[derive(Clone)]
-pub struct ReplicaSetMetrics {
-    /// Syncs skipped because the cache had not yet seen our own writes (upstream's
-    /// `replicaset_controller_stale_sync_skips_total`).
-    pub(crate) stale_sync_skips: StaleSyncSkips,
-    pub(crate) queue: Option<WorkQueueMetrics>,
-}
-
-impl ReplicaSetMetrics {
-    pub fn new(
-        registry: &Registry,
-        queue: Option<WorkQueueMetrics>,
-    ) -> Result<Self, prometheus::Error> {
-        Ok(ReplicaSetMetrics {
-            stale_sync_skips: StaleSyncSkips::register(registry, "replicaset_controller")?,
-            queue,
-        })
-    }
-
-    /// Metrics registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
-        ReplicaSetMetrics {
-            stale_sync_skips: StaleSyncSkips::unregistered(),
-            queue: None,
-        }
-    }
-}
-
 /// One ReplicaSet controller (for one API family).
 #[derive(Clone)]
 pub struct ReplicaSetController {
@@ -84,7 +55,7 @@ pub(crate) struct Shared {
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) consistency: ConsistencyStore,
     pub(crate) pod_control: PodControl,
-    pub(crate) metrics: ReplicaSetMetrics,
+    pub(crate) metrics: ControllerMetrics,
 }
 
 impl ReplicaSetController {
@@ -94,7 +65,7 @@ impl ReplicaSetController {
         informers: &SharedInformers,
         client: Client,
         options: ReplicaSetOptions,
-        metrics: ReplicaSetMetrics,
+        metrics: ControllerMetrics,
     ) -> Self {
         let resource = WorkloadKind::ReplicaSet.api_resource(options.family);
         let replica_sets = workload_informer(informers, WorkloadKind::ReplicaSet, options.family);

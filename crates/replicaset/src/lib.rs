@@ -18,7 +18,7 @@ pub mod plan;
 pub mod status;
 mod sync;
 
-pub use controller::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
+pub use controller::{ReplicaSetController, ReplicaSetOptions};
 
 /// Upstream's `BurstReplicas`: at most this many pods are created or deleted in one sync.
 pub const BURST_REPLICAS: usize = 500;

@@ -13,7 +13,7 @@ use kube::api::ObjectMeta;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 
-use crate::{ReplicaSetController, ReplicaSetMetrics, ReplicaSetOptions};
+use crate::{ReplicaSetController, ReplicaSetOptions};
 
 fn unreachable_client() -> kube::Client {
     // Port 9 (discard) on loopback: nothing listens, every request fails at once.
@@ -28,7 +28,7 @@ fn controller() -> ReplicaSetController {
         &informers,
         client,
         ReplicaSetOptions::new(ApiFamily::Apps),
-        ReplicaSetMetrics::unregistered(),
+        mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
     )
 }
 

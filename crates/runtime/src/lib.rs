@@ -7,6 +7,7 @@ pub mod events;
 pub mod expectations;
 pub mod informers;
 pub mod kinds;
+pub mod metrics;
 pub mod ownership;
 pub mod pods;
 pub mod selector;

@@ -27,7 +27,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::consistency::{ConsistencyStore, StaleSyncSkips};
+use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::ControllerExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -35,10 +35,10 @@ use mini_kcm_runtime::kinds::{
     ApiFamily, WorkloadKind, controller_revision_informer, node_informer, pod_informer,
     workload_informer,
 };
+use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::run_workers;
-use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
-use prometheus::Registry;
+use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
 use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
 use crate::placement::DaemonPlacement;
@@ -69,35 +69,6 @@ impl DaemonSetOptions {
     }
 }
 
-/// Metrics of the DaemonSet controllers (one set per process, shared by both families).
-#[derive(Clone)]
-pub struct DaemonSetMetrics {
-    /// Syncs skipped because the cache had not yet seen our own writes (upstream's
-    /// `daemonset_controller_stale_sync_skips_total`).
-    pub(crate) stale_sync_skips: StaleSyncSkips,
-    pub(crate) queue: Option<WorkQueueMetrics>,
-}
-
-impl DaemonSetMetrics {
-    pub fn new(
-        registry: &Registry,
-        queue: Option<WorkQueueMetrics>,
-    ) -> Result<Self, prometheus::Error> {
-        Ok(DaemonSetMetrics {
-            stale_sync_skips: StaleSyncSkips::register(registry, "daemonset_controller")?,
-            queue,
-        })
-    }
-
-    /// Metrics registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
-        DaemonSetMetrics {
-            stale_sync_skips: StaleSyncSkips::unregistered(),
-            queue: None,
-        }
-    }
-}
-
 /// One DaemonSet controller (for one API family).
 #[derive(Clone)]
 pub struct DaemonSetController {
@@ -121,7 +92,7 @@ pub(crate) struct Shared {
     /// Per (DaemonSet, generation, node): how long to wait before deleting the next failed pod there.
     pub(crate) failed_pods_backoff: Mutex<FailedPodBackoff>,
     pub(crate) placements: PlacementCache,
-    pub(crate) metrics: DaemonSetMetrics,
+    pub(crate) metrics: ControllerMetrics,
 }
 
 impl Shared {
@@ -140,7 +111,7 @@ impl DaemonSetController {
         informers: &SharedInformers,
         client: Client,
         options: DaemonSetOptions,
-        metrics: DaemonSetMetrics,
+        metrics: ControllerMetrics,
     ) -> Self {
         let family = options.family;
         let daemon_sets = workload_informer(informers, WorkloadKind::DaemonSet, family);

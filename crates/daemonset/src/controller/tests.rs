@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 
-use super::{DaemonSetController, DaemonSetMetrics, DaemonSetOptions};
+use super::{DaemonSetController, DaemonSetOptions};
 use crate::DaemonSetObject;
 use crate::history::{build_revision, revision_data};
 use crate::placement::tests::{labels, new_ds, new_node};
@@ -31,7 +31,7 @@ fn controller() -> DaemonSetController {
         &informers,
         client,
         DaemonSetOptions::new(ApiFamily::Apps),
-        DaemonSetMetrics::unregistered(),
+        mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
     )
 }
 

@@ -1,0 +1,37 @@
+//! The metrics every controller reports beside its work queue's: one value per controller kind,
+//! shared by the controller instances of both API families (their queues are told apart by name).
+
+use mini_kcm_workqueue::WorkQueueMetrics;
+use prometheus::Registry;
+
+use crate::consistency::StaleSyncSkips;
+
+#[derive(Clone)]
+pub struct ControllerMetrics {
+    /// Upstream's `<subsystem>_stale_sync_skips_total`.
+    pub stale_sync_skips: StaleSyncSkips,
+    /// The work queue metrics (client-go names), if exported.
+    pub queue: Option<WorkQueueMetrics>,
+}
+
+impl ControllerMetrics {
+    /// Registers the controller's own metrics under `subsystem` (e.g. `replicaset_controller`).
+    pub fn new(
+        registry: &Registry,
+        subsystem: &str,
+        queue: Option<WorkQueueMetrics>,
+    ) -> Result<Self, prometheus::Error> {
+        Ok(ControllerMetrics {
+            stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
+            queue,
+        })
+    }
+
+    /// Metrics registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        ControllerMetrics {
+            stale_sync_skips: StaleSyncSkips::unregistered(),
+            queue: None,
+        }
+    }
+}
