@@ -42,6 +42,15 @@ impl ApiFamily {
         }
     }
 
+    /// The work queue name of `controller` (`replicaset`, `deployment`, `daemonset`): upstream's name for
+    /// `apps/v1`, so dashboards built for kube-controller-manager work; `<name>-copies` for the copies.
+    pub fn queue_name(self, controller: &str) -> String {
+        match self {
+            ApiFamily::Apps => controller.to_string(),
+            ApiFamily::Copies => format!("{controller}-copies"),
+        }
+    }
+
     /// Short name for logs and metrics labels.
     pub fn label(self) -> &'static str {
         match self {
@@ -207,5 +216,14 @@ mod tests {
         assert_eq!(copies.api_version, "minikcm.dev/v1");
         assert_eq!(apps.kind, copies.kind);
         assert_eq!(apps.plural, copies.plural);
+    }
+
+    #[test]
+    fn apps_queues_keep_upstreams_names() {
+        assert_eq!(ApiFamily::Apps.queue_name("replicaset"), "replicaset");
+        assert_eq!(
+            ApiFamily::Copies.queue_name("daemonset"),
+            "daemonset-copies"
+        );
     }
 }
