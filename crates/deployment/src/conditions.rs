@@ -6,7 +6,9 @@
 //! ([`calculate_status`], [`rollout_status`]); the stored status is only written when the result
 //! differs ([`deployment_status_equal`]). When it does not differ and a rollout is still under way,
 //! [`requeue_after_for_progress`] says when to look again so the deadline is noticed on time rather
-//! than at the next resync.
+//! than at the next resync. A copy's status also carries `status.selector` for its scale subresource
+//! ([`with_status_selector`]); a missing or stale one alone makes the status differ
+//! ([`status_needs_write`]).
 
 use std::time::Duration;
 
@@ -22,6 +24,7 @@ use crate::rolling::{
     get_terminating_replica_count_for_replica_sets, has_progress_deadline, max_unavailable,
 };
 use crate::{DeploymentObject, ReplicaSetObject};
+use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
 
 /// Condition type: the Deployment has its minimum availability.
 pub const AVAILABLE: &str = "Available";
@@ -363,7 +366,7 @@ pub fn check_paused_conditions(d: &mut DeploymentObject, now: Timestamp) -> bool
         _ => return false,
     };
     let c = new_deployment_condition(PROGRESSING, CONDITION_UNKNOWN, reason, message, now);
-    set_deployment_condition(d.status.get_or_insert_with(DeploymentStatus::default), c);
+    set_deployment_condition(d.status.get_or_insert_with(Default::default), c);
     true
 }
 
@@ -434,6 +437,31 @@ pub fn requeue_after_for_progress(
 /// computed status with the stored one through this, not `==`, or every sync would write.
 pub fn deployment_status_equal(a: &DeploymentStatus, b: &DeploymentStatus) -> bool {
     normalized(a) == normalized(b)
+}
+
+/// `status` as the Deployment `d` of `family` stores it: with `status.selector` for a copy (what its scale
+/// subresource reports to HorizontalPodAutoscalers), without for apps/v1.
+pub fn with_status_selector(
+    d: &DeploymentObject,
+    family: ApiFamily,
+    status: DeploymentStatus,
+) -> StatusWithSelector<DeploymentStatus> {
+    StatusWithSelector::new(status, family.status_selector(&d.spec.selector))
+}
+
+/// Whether the stored status must be replaced by `new`: it differs in what [`deployment_status_equal`]
+/// compares, or in the selector (a copy stored by an older version or by another writer gets its selector
+/// without waiting for a count to change).
+pub fn status_needs_write(
+    stored: Option<&StatusWithSelector<DeploymentStatus>>,
+    new: &StatusWithSelector<DeploymentStatus>,
+) -> bool {
+    match stored {
+        None => {
+            !deployment_status_equal(&DeploymentStatus::default(), new) || new.selector.is_some()
+        }
+        Some(stored) => !deployment_status_equal(stored, new) || stored.selector != new.selector,
+    }
 }
 
 fn normalized(s: &DeploymentStatus) -> DeploymentStatus {
@@ -577,7 +605,8 @@ mod tests {
             collision_count: Some(2),
             conditions: Some(vec![cond("Custom", CONDITION_TRUE, "Mine")]),
             ..Default::default()
-        });
+        })
+        .map(Into::into);
         let old = with_status(rs("foo-1", 2), 3, 3);
         let new_rs = with_status(rs("foo-2", 4), 2, 1);
         let s = calculate_status(&[&old, &new_rs], Some(&new_rs), &d, now);
@@ -626,7 +655,8 @@ mod tests {
             available_replicas: Some(status.2),
             conditions: (!conditions.is_empty()).then_some(conditions),
             ..Default::default()
-        });
+        })
+        .map(Into::into);
         d
     }
 
@@ -636,7 +666,8 @@ mod tests {
             replicas,
             available_replicas: Some(available),
             ..Default::default()
-        });
+        })
+        .map(Into::into);
         r
     }
 
@@ -1053,6 +1084,58 @@ mod tests {
         assert!(!deployment_status_equal(
             &counted,
             &DeploymentStatus::default()
+        ));
+    }
+
+    #[test]
+    fn a_copy_stores_its_selector_and_apps_v1_does_not() {
+        let d = deployment("foo", 1, 0, 1);
+        let status = DeploymentStatus::default();
+        let copy = with_status_selector(&d, ApiFamily::Copies, status.clone());
+        assert_eq!(copy.selector.as_deref(), Some("foo=bar"));
+        assert_eq!(copy.status, status);
+        let apps = with_status_selector(&d, ApiFamily::Apps, status);
+        assert_eq!(apps.selector, None);
+    }
+
+    /// A copy whose stored status lacks the selector (an older version or another writer stored it), or
+    /// holds a stale one, is written although nothing else changed; apps/v1 compares as before.
+    #[test]
+    fn a_missing_or_wrong_selector_needs_a_write() {
+        let d = deployment("foo", 3, 0, 1);
+        let counts = DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(3),
+            updated_replicas: Some(3),
+            available_replicas: Some(3),
+            ..Default::default()
+        };
+        let new = with_status_selector(&d, ApiFamily::Copies, counts.clone());
+        assert!(!status_needs_write(Some(&new.clone()), &new));
+        for stored in [None, Some("foo=baz".to_string()), Some(String::new())] {
+            let stored = StatusWithSelector::new(counts.clone(), stored);
+            assert!(
+                status_needs_write(Some(&stored), &new),
+                "stored selector {:?}",
+                stored.selector
+            );
+        }
+        assert!(status_needs_write(None, &new), "never written");
+
+        let apps = with_status_selector(&d, ApiFamily::Apps, counts.clone());
+        assert!(!status_needs_write(Some(&counts.clone().into()), &apps));
+        assert!(!status_needs_write(
+            None,
+            &with_status_selector(&d, ApiFamily::Apps, Default::default())
+        ));
+        // A count change alone still needs a write.
+        let more = DeploymentStatus {
+            replicas: Some(4),
+            ..counts.clone()
+        };
+        assert!(status_needs_write(
+            Some(&new),
+            &with_status_selector(&d, ApiFamily::Copies, more)
         ));
     }
 }

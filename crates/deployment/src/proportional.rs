@@ -565,7 +565,8 @@ mod tests {
             dep.status = Some(DeploymentStatus {
                 replicas: Some(status_replicas),
                 ..Default::default()
-            });
+            })
+            .map(Into::into);
             let mut r = rs("nginx-1", rs_size);
             if let Some(m) = max {
                 r = with_annotations(r, &[(MAX_REPLICAS_ANNOTATION, m)]);

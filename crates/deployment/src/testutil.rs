@@ -120,7 +120,8 @@ pub fn with_status(mut r: ReplicaSetObject, replicas: i32, available: i32) -> Re
         ready_replicas: Some(available),
         available_replicas: Some(available),
         ..Default::default()
-    });
+    })
+    .map(Into::into);
     r
 }
 

@@ -69,7 +69,8 @@ fn replica_set(name: &str, uid: &str, replicas: i32, app: &str) -> ReplicaSetObj
         terminating_replicas: Some(0),
         observed_generation: Some(1),
         conditions: None,
-    });
+    })
+    .map(Into::into);
     rs
 }
 
