@@ -601,12 +601,11 @@ mod tests {
         let now = ts("2024-01-01T00:00:00Z");
         let mut d = deployment("foo", 5, 1, 1);
         d.metadata.generation = Some(4);
-        d.status = Some(DeploymentStatus {
+        d.status = Some(From::from(DeploymentStatus {
             collision_count: Some(2),
             conditions: Some(vec![cond("Custom", CONDITION_TRUE, "Mine")]),
             ..Default::default()
-        })
-        .map(Into::into);
+        }));
         let old = with_status(rs("foo-1", 2), 3, 3);
         let new_rs = with_status(rs("foo-2", 4), 2, 1);
         let s = calculate_status(&[&old, &new_rs], Some(&new_rs), &d, now);
@@ -649,25 +648,23 @@ mod tests {
     ) -> DeploymentObject {
         let mut d = recreate(deployment("progress-test", replicas, 0, 0));
         d.spec.progress_deadline_seconds = pds;
-        d.status = Some(DeploymentStatus {
+        d.status = Some(From::from(DeploymentStatus {
             replicas: Some(status.0),
             updated_replicas: Some(status.1),
             available_replicas: Some(status.2),
             conditions: (!conditions.is_empty()).then_some(conditions),
             ..Default::default()
-        })
-        .map(Into::into);
+        }));
         d
     }
 
     fn rs_avail(name: &str, spec: i32, replicas: i32, available: i32) -> ReplicaSetObject {
         let mut r = rs(name, spec);
-        r.status = Some(ReplicaSetStatus {
+        r.status = Some(From::from(ReplicaSetStatus {
             replicas,
             available_replicas: Some(available),
             ..Default::default()
-        })
-        .map(Into::into);
+        }));
         r
     }
 

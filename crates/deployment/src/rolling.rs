@@ -860,7 +860,7 @@ mod tests {
         let d = |reason: &str, pds: Option<i32>, from: Option<Timestamp>| {
             let mut d = deployment("d", 1, 0, 1);
             d.spec.progress_deadline_seconds = pds;
-            d.status = Some(DeploymentStatus {
+            d.status = Some(From::from(DeploymentStatus {
                 conditions: Some(vec![DeploymentCondition {
                     type_: PROGRESSING.into(),
                     status: "True".into(),
@@ -869,8 +869,7 @@ mod tests {
                     ..Default::default()
                 }]),
                 ..Default::default()
-            })
-            .map(Into::into);
+            }));
             d
         };
         let cases = [
