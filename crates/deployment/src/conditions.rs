@@ -15,6 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus, ReplicaSetCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
 
 use crate::accessors::{deployment_replicas, deployment_status, generation, name};
 use crate::rolling::{
@@ -24,7 +25,6 @@ use crate::rolling::{
     get_terminating_replica_count_for_replica_sets, has_progress_deadline, max_unavailable,
 };
 use crate::{DeploymentObject, ReplicaSetObject};
-use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
 
 /// Condition type: the Deployment has its minimum availability.
 pub const AVAILABLE: &str = "Available";
@@ -1108,7 +1108,7 @@ mod tests {
             ..Default::default()
         };
         let new = with_status_selector(&d, ApiFamily::Copies, counts.clone());
-        assert!(!status_needs_write(Some(&new.clone()), &new));
+        assert!(!status_needs_write(Some(&new), &new));
         for stored in [None, Some("foo=baz".to_string()), Some(String::new())] {
             let stored = StatusWithSelector::new(counts.clone(), stored);
             assert!(
