@@ -407,6 +407,7 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     let condition = failed
         .status
         .unwrap()
+        .status
         .conditions
         .unwrap()
         .into_iter()
