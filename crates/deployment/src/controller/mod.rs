@@ -19,8 +19,9 @@ use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
+use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::worker::run_workers;
-use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
+use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
 pub use sync::SyncError;
 
@@ -59,6 +60,7 @@ pub(crate) struct Shared {
     pub(crate) pods: Informer<Pod>,
     pub(crate) queue: WorkQueue<String>,
     pub(crate) recorder: EventRecorder,
+    pub(crate) metrics: ControllerMetrics,
 }
 
 impl DeploymentController {
@@ -68,7 +70,7 @@ impl DeploymentController {
         informers: &SharedInformers,
         client: Client,
         options: DeploymentOptions,
-        queue_metrics: Option<WorkQueueMetrics>,
+        metrics: ControllerMetrics,
     ) -> Self {
         let family = options.family;
         let controller = DeploymentController {
@@ -81,11 +83,12 @@ impl DeploymentController {
                 queue: WorkQueue::new(
                     format!("deployment-{}", family.label()),
                     default_controller_rate_limiter(),
-                    queue_metrics,
+                    metrics.queue.clone(),
                 ),
                 recorder: EventRecorder::new(client.clone(), EVENT_COMPONENT),
                 client,
                 options,
+                metrics,
             }),
         };
         controller.register_handlers();
@@ -106,6 +109,7 @@ impl DeploymentController {
             self.inner.queue.clone(),
             self.inner.options.workers,
             Some(MAX_RETRIES),
+            self.inner.metrics.sync_panics.clone(),
             move |key: String| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }
