@@ -20,7 +20,9 @@ use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
-pub use options::{ControllerName, Kinds, ManagerOptions};
+pub use options::{
+    ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions, parse_go_duration,
+};
 
 /// Why the manager could not run.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +76,8 @@ pub async fn run(
         tokio::spawn(http::serve(listener, registry.clone(), ready.clone()));
     }
 
-    let informers = SharedInformers::new(informer_client, options.namespace.clone());
+    let informers = SharedInformers::new(informer_client, options.namespace.clone())
+        .with_min_resync_period(options.min_resync_period);
     let mut replica_set_controllers = Vec::new();
     if options.enabled(ControllerName::ReplicaSet) {
         let metrics = ControllerMetrics::new(
@@ -95,14 +98,20 @@ pub async fn run(
     }
     let mut deployment_controllers = Vec::new();
     if options.enabled(ControllerName::Deployment) {
+        let metrics = ControllerMetrics::new(
+            &registry,
+            "deployment_controller",
+            Some(queue_metrics.clone()),
+        )?;
         for family in &families {
             let mut d_options = DeploymentOptions::new(*family);
             d_options.workers = options.concurrent_deployment_syncs;
+            d_options.max_retry_delay = options.deployment_max_retry_delay;
             deployment_controllers.push(DeploymentController::new(
                 &informers,
                 client_for("deployment-controller")?,
                 d_options,
-                Some(queue_metrics.clone()),
+                metrics.clone(),
             ));
         }
     }

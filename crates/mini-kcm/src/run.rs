@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:10280")]
     metrics_addr: SocketAddr,
+    /// The informers re-deliver every object to the controllers every [period, 2 × period) (Go
+    /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
+    #[arg(long, default_value = "12h", value_parser = mini_kcm_manager::parse_go_duration)]
+    min_resync_period: std::time::Duration,
 }
 
 impl RunArgs {
@@ -65,6 +69,8 @@ impl RunArgs {
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
             metrics_addr: Some(self.metrics_addr),
+            min_resync_period: self.min_resync_period,
+            ..ManagerOptions::default()
         }
     }
 }

@@ -10,6 +10,7 @@ mod rollout;
 mod sync;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -21,7 +22,7 @@ use mini_kcm_runtime::kinds::{
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::worker::run_workers;
-use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
+use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
 pub use sync::SyncError;
 
@@ -36,11 +37,22 @@ pub struct DeploymentOptions {
     pub family: ApiFamily,
     /// `--concurrent-deployment-syncs` (upstream default 5).
     pub workers: usize,
+    /// The longest delay between two retries of a failing key (client-go's default controller rate
+    /// limiter: 1000 s). Not a kube-controller-manager flag: tests lower it to reach the
+    /// [`MAX_RETRIES`] drop in seconds rather than minutes.
+    pub max_retry_delay: Duration,
 }
+
+/// The per-key cap of client-go's `DefaultControllerRateLimiter`.
+pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
 
 impl DeploymentOptions {
     pub fn new(family: ApiFamily) -> Self {
-        DeploymentOptions { family, workers: 5 }
+        DeploymentOptions {
+            family,
+            workers: 5,
+            max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
+        }
     }
 }
 
@@ -82,7 +94,7 @@ impl DeploymentController {
                 pods: pod_informer(informers),
                 queue: WorkQueue::new(
                     format!("deployment-{}", family.label()),
-                    default_controller_rate_limiter(),
+                    controller_rate_limiter(options.max_retry_delay),
                     metrics.queue.clone(),
                 ),
                 recorder: EventRecorder::new(client.clone(), EVENT_COMPONENT),
