@@ -409,15 +409,14 @@ mod tests {
         }
     }
 
+    type EventSender =
+        futures::channel::mpsc::UnboundedSender<Result<watcher::Event<Pod>, watcher::Error>>;
+
     /// An informer with `resync`, driven by events sent into the returned channel (no API server),
     /// recording what its handler sees.
     fn fed_informer(
         resync: Option<Duration>,
-    ) -> (
-        Informer<Pod>,
-        futures::channel::mpsc::UnboundedSender<Result<watcher::Event<Pod>, watcher::Error>>,
-        Arc<Mutex<Vec<String>>>,
-    ) {
+    ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         let informer = Informer::new(Api::all(client), "Pod".into(), Vec::new(), resync);
@@ -430,10 +429,7 @@ mod tests {
         (informer, tx, log)
     }
 
-    fn list(
-        tx: &futures::channel::mpsc::UnboundedSender<Result<watcher::Event<Pod>, watcher::Error>>,
-        pods: &[(&str, &str)],
-    ) {
+    fn list(tx: &EventSender, pods: &[(&str, &str)]) {
         tx.unbounded_send(Ok(watcher::Event::Init)).unwrap();
         for (name, rv) in pods {
             let pod = pod(name, rv).as_ref().clone();
