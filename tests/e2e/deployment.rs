@@ -886,8 +886,8 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
     // The outage: the writes stay denied well past the ~9 s it takes to drop the key.
     tokio::time::sleep(Duration::from_secs(25)).await;
     let queue = format!(
-        "workqueue_retries_total{{name=\"deployment-{}\"",
-        family.label()
+        "workqueue_retries_total{{name=\"{}\"",
+        family.queue_name("deployment")
     );
     let retries = manager.metric(&queue).await;
     assert!(retries >= 15.0, "only {retries} failed syncs were retried");
