@@ -210,6 +210,7 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
     let available = d
         .status
         .unwrap()
+        .status
         .conditions
         .unwrap()
         .into_iter()
@@ -466,6 +467,7 @@ async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
     let condition = d
         .status
         .unwrap()
+        .status
         .conditions
         .unwrap()
         .into_iter()

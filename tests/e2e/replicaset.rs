@@ -407,6 +407,7 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     let condition = failed
         .status
         .unwrap()
+        .status
         .conditions
         .unwrap()
         .into_iter()
@@ -446,8 +447,8 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     // the first failure it can have been retried about log2(t / 5 ms) times, not hundreds. Let a couple
     // of seconds pass, then compare (a few extra for syncs triggered by events, e.g. the status write).
     let retries = format!(
-        "workqueue_retries_total{{name=\"replicaset-{}\"}}",
-        family.label()
+        "workqueue_retries_total{{name=\"{}\"}}",
+        family.queue_name("replicaset")
     );
     while created_at.elapsed() < Duration::from_secs(2) {
         tokio::time::sleep(Duration::from_millis(100)).await;

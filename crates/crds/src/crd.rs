@@ -72,7 +72,7 @@ pub(crate) fn build(parts: CrdParts) -> CustomResourceDefinition {
                     scale: scale.then(|| CustomResourceSubresourceScale {
                         spec_replicas_path: ".spec.replicas".into(),
                         status_replicas_path: ".status.replicas".into(),
-                        label_selector_path: Some(".status.selector".into()),
+                        label_selector_path: Some(crate::workload::STATUS_SELECTOR_PATH.into()),
                     }),
                 }),
                 additional_printer_columns: Some(printer_columns),
@@ -124,7 +124,9 @@ pub(crate) fn age_column() -> CustomResourceColumnDefinition {
 }
 
 /// The CONTAINERS, IMAGES and SELECTOR columns of `kubectl get -o wide` for apps/v1 workloads.
-pub(crate) fn wide_template_columns() -> Vec<CustomResourceColumnDefinition> {
+/// `selector_path` is where the selector is printed from: `.status.selector` (the string form, as kubectl
+/// prints apps/v1's) for the kinds whose controller writes it, else `.spec.selector` (printed as JSON).
+pub(crate) fn wide_template_columns(selector_path: &str) -> Vec<CustomResourceColumnDefinition> {
     vec![
         column(
             "Containers",
@@ -143,7 +145,7 @@ pub(crate) fn wide_template_columns() -> Vec<CustomResourceColumnDefinition> {
         column(
             "Selector",
             "string",
-            ".spec.selector",
+            selector_path,
             true,
             "The label selector of the pods",
         ),

@@ -70,7 +70,7 @@ pub fn daemon_set() -> CustomResourceDefinition {
         ),
         age_column(),
     ];
-    columns.extend(wide_template_columns());
+    columns.extend(wide_template_columns(".spec.selector"));
     build(CrdParts {
         kind: KIND,
         plural: PLURAL,

@@ -14,9 +14,10 @@
 //!   pod template fields are only type-checked, the rest of upstream's pod validation happens when the
 //!   controller creates the pods;
 //! - **subresources** `status` and, for ReplicaSet and Deployment, `scale` (`kubectl scale` works; for
-//!   HorizontalPodAutoscalers the controller must also write the selector string to `status.selector`,
+//!   HorizontalPodAutoscalers the controllers also write the selector string to `status.selector`,
 //!   a field apps/v1 does not have because its scale endpoint computes it);
-//! - `kubectl get` columns like apps/v1's, short names `mrs`, `mdeploy`, `mds`, category `minikcm`
+//! - `kubectl get` columns like apps/v1's (the `-o wide` Selector column of ReplicaSets and Deployments
+//!   prints `status.selector`), short names `mrs`, `mdeploy`, `mds`, category `minikcm`
 //!   (`kubectl get minikcm`).
 //!
 //! The manifests in `deploy/crds/` are this crate's output. A test fails when they differ from it;

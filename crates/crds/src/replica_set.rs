@@ -41,7 +41,7 @@ pub fn replica_set() -> CustomResourceDefinition {
         ),
         age_column(),
     ];
-    columns.extend(wide_template_columns());
+    columns.extend(wide_template_columns(workload::STATUS_SELECTOR_PATH));
     build(CrdParts {
         kind: KIND,
         plural: PLURAL,

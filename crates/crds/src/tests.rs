@@ -529,6 +529,20 @@ fn names_subresources_and_columns_follow_apps_v1() {
         ] {
             assert!(columns.contains(&column), "{kind}: {column} in {columns:?}");
         }
+        // kubectl prints apps/v1's selector in string form; the copies' controllers write that form to
+        // status.selector where they have a scale subresource (DaemonSet has neither).
+        let selector_column = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .find(|c| c.name == "Selector")
+            .unwrap();
+        let selector_path = if scale {
+            ".status.selector"
+        } else {
+            ".spec.selector"
+        };
+        assert_eq!(selector_column.json_path, selector_path, "{kind}");
     }
 }
 

@@ -233,11 +233,15 @@ fn or_zero(field: &str) -> String {
     format!("(has(self.{field}) ? self.{field} : 0)")
 }
 
+/// Where the scalable kinds keep their selector in string form: the scale subresource's
+/// `labelSelectorPath`, and the printer column `Selector`.
+pub(crate) const STATUS_SELECTOR_PATH: &str = ".status.selector";
+
 /// The status field `selector` the scale subresource reads (see the crate documentation): not part of
 /// apps/v1's status, whose scale endpoint computes it; a CRD can only point at a string field.
 pub(crate) fn add_status_selector(schema: &mut Value) {
     at(schema, "status")["properties"]["selector"] = json!({
-        "description": "mini-kcm extension, not in apps/v1: spec.selector in label selector string form (as `kubectl get -l` takes it), written by the controller so that the scale subresource can report it (apps/v1 computes it in its scale endpoint; a CRD can only point at a string field). Needed by HorizontalPodAutoscalers, not by `kubectl scale`.",
+        "description": "mini-kcm extension, not in apps/v1: spec.selector in label selector string form (as `kubectl get -l` takes it, e.g. `app=web,tier in (fe,be)`), written by the controller with every status update so that the scale subresource can report it (apps/v1 computes it in its scale endpoint; a CRD can only point at a string field). Needed by HorizontalPodAutoscalers, not by `kubectl scale`.",
         "type": "string",
     });
 }

@@ -40,7 +40,7 @@ pub fn strategy_type(d: &DeploymentObject) -> &str {
 /// The Deployment's status, or the empty status of a Deployment never synced.
 pub fn deployment_status(d: &DeploymentObject) -> Cow<'_, DeploymentStatus> {
     match &d.status {
-        Some(s) => Cow::Borrowed(s),
+        Some(s) => Cow::Borrowed(&s.status),
         None => Cow::Owned(DeploymentStatus::default()),
     }
 }
@@ -74,7 +74,7 @@ pub fn rs_template(rs: &ReplicaSetObject) -> Cow<'_, PodTemplateSpec> {
 }
 
 fn rs_status(rs: &ReplicaSetObject) -> Option<&ReplicaSetStatus> {
-    rs.status.as_ref()
+    rs.status.as_deref()
 }
 
 /// `status.replicas` of a ReplicaSet.

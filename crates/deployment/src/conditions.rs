@@ -6,13 +6,16 @@
 //! ([`calculate_status`], [`rollout_status`]); the stored status is only written when the result
 //! differs ([`deployment_status_equal`]). When it does not differ and a rollout is still under way,
 //! [`requeue_after_for_progress`] says when to look again so the deadline is noticed on time rather
-//! than at the next resync.
+//! than at the next resync. A copy's status also carries `status.selector` for its scale subresource
+//! ([`with_status_selector`]); a missing or stale one alone makes the status differ
+//! ([`status_needs_write`]).
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus, ReplicaSetCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
 
 use crate::accessors::{deployment_replicas, deployment_status, generation, name};
 use crate::rolling::{
@@ -363,7 +366,7 @@ pub fn check_paused_conditions(d: &mut DeploymentObject, now: Timestamp) -> bool
         _ => return false,
     };
     let c = new_deployment_condition(PROGRESSING, CONDITION_UNKNOWN, reason, message, now);
-    set_deployment_condition(d.status.get_or_insert_with(DeploymentStatus::default), c);
+    set_deployment_condition(d.status.get_or_insert_with(Default::default), c);
     true
 }
 
@@ -434,6 +437,31 @@ pub fn requeue_after_for_progress(
 /// computed status with the stored one through this, not `==`, or every sync would write.
 pub fn deployment_status_equal(a: &DeploymentStatus, b: &DeploymentStatus) -> bool {
     normalized(a) == normalized(b)
+}
+
+/// `status` as the Deployment `d` of `family` stores it: with `status.selector` for a copy (what its scale
+/// subresource reports to HorizontalPodAutoscalers), without for apps/v1.
+pub fn with_status_selector(
+    d: &DeploymentObject,
+    family: ApiFamily,
+    status: DeploymentStatus,
+) -> StatusWithSelector<DeploymentStatus> {
+    StatusWithSelector::new(status, family.status_selector(&d.spec.selector))
+}
+
+/// Whether the stored status must be replaced by `new`: it differs in what [`deployment_status_equal`]
+/// compares, or in the selector (a copy stored by an older version or by another writer gets its selector
+/// without waiting for a count to change).
+pub fn status_needs_write(
+    stored: Option<&StatusWithSelector<DeploymentStatus>>,
+    new: &StatusWithSelector<DeploymentStatus>,
+) -> bool {
+    match stored {
+        None => {
+            !deployment_status_equal(&DeploymentStatus::default(), new) || new.selector.is_some()
+        }
+        Some(stored) => !deployment_status_equal(stored, new) || stored.selector != new.selector,
+    }
 }
 
 fn normalized(s: &DeploymentStatus) -> DeploymentStatus {
@@ -573,11 +601,11 @@ mod tests {
         let now = ts("2024-01-01T00:00:00Z");
         let mut d = deployment("foo", 5, 1, 1);
         d.metadata.generation = Some(4);
-        d.status = Some(DeploymentStatus {
+        d.status = Some(From::from(DeploymentStatus {
             collision_count: Some(2),
             conditions: Some(vec![cond("Custom", CONDITION_TRUE, "Mine")]),
             ..Default::default()
-        });
+        }));
         let old = with_status(rs("foo-1", 2), 3, 3);
         let new_rs = with_status(rs("foo-2", 4), 2, 1);
         let s = calculate_status(&[&old, &new_rs], Some(&new_rs), &d, now);
@@ -620,23 +648,23 @@ mod tests {
     ) -> DeploymentObject {
         let mut d = recreate(deployment("progress-test", replicas, 0, 0));
         d.spec.progress_deadline_seconds = pds;
-        d.status = Some(DeploymentStatus {
+        d.status = Some(From::from(DeploymentStatus {
             replicas: Some(status.0),
             updated_replicas: Some(status.1),
             available_replicas: Some(status.2),
             conditions: (!conditions.is_empty()).then_some(conditions),
             ..Default::default()
-        });
+        }));
         d
     }
 
     fn rs_avail(name: &str, spec: i32, replicas: i32, available: i32) -> ReplicaSetObject {
         let mut r = rs(name, spec);
-        r.status = Some(ReplicaSetStatus {
+        r.status = Some(From::from(ReplicaSetStatus {
             replicas,
             available_replicas: Some(available),
             ..Default::default()
-        });
+        }));
         r
     }
 
@@ -1053,6 +1081,58 @@ mod tests {
         assert!(!deployment_status_equal(
             &counted,
             &DeploymentStatus::default()
+        ));
+    }
+
+    #[test]
+    fn a_copy_stores_its_selector_and_apps_v1_does_not() {
+        let d = deployment("foo", 1, 0, 1);
+        let status = DeploymentStatus::default();
+        let copy = with_status_selector(&d, ApiFamily::Copies, status.clone());
+        assert_eq!(copy.selector.as_deref(), Some("foo=bar"));
+        assert_eq!(copy.status, status);
+        let apps = with_status_selector(&d, ApiFamily::Apps, status);
+        assert_eq!(apps.selector, None);
+    }
+
+    /// A copy whose stored status lacks the selector (an older version or another writer stored it), or
+    /// holds a stale one, is written although nothing else changed; apps/v1 compares as before.
+    #[test]
+    fn a_missing_or_wrong_selector_needs_a_write() {
+        let d = deployment("foo", 3, 0, 1);
+        let counts = DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(3),
+            updated_replicas: Some(3),
+            available_replicas: Some(3),
+            ..Default::default()
+        };
+        let new = with_status_selector(&d, ApiFamily::Copies, counts.clone());
+        assert!(!status_needs_write(Some(&new), &new));
+        for stored in [None, Some("foo=baz".to_string()), Some(String::new())] {
+            let stored = StatusWithSelector::new(counts.clone(), stored);
+            assert!(
+                status_needs_write(Some(&stored), &new),
+                "stored selector {:?}",
+                stored.selector
+            );
+        }
+        assert!(status_needs_write(None, &new), "never written");
+
+        let apps = with_status_selector(&d, ApiFamily::Apps, counts.clone());
+        assert!(!status_needs_write(Some(&counts.clone().into()), &apps));
+        assert!(!status_needs_write(
+            None,
+            &with_status_selector(&d, ApiFamily::Apps, Default::default())
+        ));
+        // A count change alone still needs a write.
+        let more = DeploymentStatus {
+            replicas: Some(4),
+            ..counts.clone()
+        };
+        assert!(status_needs_write(
+            Some(&new),
+            &with_status_selector(&d, ApiFamily::Copies, more)
         ));
     }
 }

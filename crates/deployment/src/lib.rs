@@ -52,7 +52,8 @@ pub use annotations::{
 pub use conditions::{
     ProgressRequeue, calculate_status, check_paused_conditions, deployment_status_equal,
     get_deployment_condition, new_deployment_condition, remove_deployment_condition,
-    requeue_after_for_progress, rollout_status, set_deployment_condition,
+    requeue_after_for_progress, rollout_status, set_deployment_condition, status_needs_write,
+    with_status_selector,
 };
 pub use controller::{DeploymentController, DeploymentOptions};
 pub use hash::compute_hash;

@@ -562,10 +562,10 @@ mod tests {
         ];
         for (name, replicas, status_replicas, surge, rs_size, max, expected) in cases {
             let mut dep = deployment("nginx", replicas, surge, 1);
-            dep.status = Some(DeploymentStatus {
+            dep.status = Some(From::from(DeploymentStatus {
                 replicas: Some(status_replicas),
                 ..Default::default()
-            });
+            }));
             let mut r = rs("nginx-1", rs_size);
             if let Some(m) = max {
                 r = with_annotations(r, &[(MAX_REPLICAS_ANNOTATION, m)]);

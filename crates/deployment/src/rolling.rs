@@ -783,7 +783,7 @@ mod tests {
         ];
         for (name, (desired, current, updated, available, unavailable, surge), expected) in cases {
             let mut d = deployment("d", desired, surge, unavailable);
-            d.status = Some(status(current, updated, 0, available));
+            d.status = Some(status(current, updated, 0, available).into());
             assert_eq!(
                 deployment_complete(&d, d.status.as_ref().unwrap()),
                 expected,
@@ -844,7 +844,7 @@ mod tests {
         ];
         for (name, old, new, expected) in cases {
             let mut d = deployment("d", 10, 0, 1);
-            d.status = Some(status(old.0, old.1, old.2, old.3));
+            d.status = Some(status(old.0, old.1, old.2, old.3).into());
             assert_eq!(
                 deployment_progressing(&d, &status(new.0, new.1, new.2, new.3)),
                 expected,
@@ -860,7 +860,7 @@ mod tests {
         let d = |reason: &str, pds: Option<i32>, from: Option<Timestamp>| {
             let mut d = deployment("d", 1, 0, 1);
             d.spec.progress_deadline_seconds = pds;
-            d.status = Some(DeploymentStatus {
+            d.status = Some(From::from(DeploymentStatus {
                 conditions: Some(vec![DeploymentCondition {
                     type_: PROGRESSING.into(),
                     status: "True".into(),
@@ -869,7 +869,7 @@ mod tests {
                     ..Default::default()
                 }]),
                 ..Default::default()
-            });
+            }));
             d
         };
         let cases = [

@@ -115,12 +115,12 @@ pub fn rs_at(name: &str, replicas: i32, created: &str) -> ReplicaSetObject {
 
 /// Sets status.replicas and status.availableReplicas (ready = available).
 pub fn with_status(mut r: ReplicaSetObject, replicas: i32, available: i32) -> ReplicaSetObject {
-    r.status = Some(ReplicaSetStatus {
+    r.status = Some(From::from(ReplicaSetStatus {
         replicas,
         ready_replicas: Some(available),
         available_replicas: Some(available),
         ..Default::default()
-    });
+    }));
     r
 }
 

@@ -124,6 +124,12 @@ impl PlaneInfo {
         self.log_dir.join(format!("{}.log", component.name()))
     }
 
+    /// The API server's audit log: one JSON line per request (metadata only: verb, resource, user,
+    /// user agent, response code, timestamps), so tests and benchmarks can tell who wrote what.
+    pub fn audit_log(&self) -> PathBuf {
+        self.log_dir.join(AUDIT_LOG_FILE)
+    }
+
     /// The last `lines` lines of a component's log.
     pub fn log_tail(&self, component: Component, lines: usize) -> String {
         log_tail(&self.log_file(component), lines)
@@ -186,6 +192,8 @@ impl LocalPlane {
         let stages = dir.join("kwok").join("stages.yaml");
         std::fs::write(&stages, KWOK_STAGES)
             .map_err(|e| PlaneError::io("writing the kwok stage file", e))?;
+        std::fs::write(dir.join(AUDIT_POLICY_FILE), AUDIT_POLICY)
+            .map_err(|e| PlaneError::io("writing the audit policy", e))?;
 
         let bin = &options.binaries;
         let log = |c: Component| log_dir.join(format!("{}.log", c.name()));
@@ -501,8 +509,31 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles) -> Vec<String> {
         // The `kubernetes` Service would point at 127.0.0.1, which Endpoints reject.
         "--endpoint-reconciler-type=none".into(),
         "--profiling=false".into(),
+        format!(
+            "--audit-policy-file={}",
+            dir.join(AUDIT_POLICY_FILE).display()
+        ),
+        format!(
+            "--audit-log-path={}",
+            dir.join("logs").join(AUDIT_LOG_FILE).display()
+        ),
+        "--audit-log-format=json".into(),
+        // Bounded on disk: one rotation of 200 MB.
+        "--audit-log-maxsize=200".into(),
+        "--audit-log-maxbackup=1".into(),
     ]
 }
+
+const AUDIT_POLICY_FILE: &str = "audit-policy.yaml";
+const AUDIT_LOG_FILE: &str = "audit.log";
+/// Every request at metadata level, logged once when its response is complete (watches: when they
+/// start too), so the log says who sent what without request or response bodies.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+";
 
 /// Flags shared by kube-scheduler and kube-controller-manager: admin kubeconfig, no leader election,
 /// an HTTPS health port on 127.0.0.1 with the plane's serving cert.

@@ -1,66 +1,194 @@
-//! `/metrics`, `/healthz` and `/readyz` on a plain HTTP port: three fixed answers need no web framework.
+//! The manager's HTTP endpoints, on `--metrics-addr`: `/metrics` (Prometheus text), `/healthz` and
+//! `/livez` (liveness: fails when this replica leads but its lease renewal is overdue), `/readyz`
+//! (readiness: the informer caches have synced).
+//!
+//! axum routes the requests; hyper serves the connections with keep-alive and a header-read timeout,
+//! so an idle or slow client cannot hold a connection task forever.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use prometheus::{Encoder, Registry, TextEncoder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
-pub(crate) async fn serve(listener: TcpListener, registry: Registry, ready: Arc<AtomicBool>) {
+use crate::leader_election::LeaderState;
+
+/// How long a client may take to send a request's headers (also bounds an idle keep-alive connection).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A leader whose last renewal is older than its lease duration plus this is unhealthy (upstream's
+/// leader-election health check uses the same slack).
+const LEASE_HEALTH_SLACK: Duration = Duration::from_secs(20);
+
+/// What the endpoints report on.
+#[derive(Clone)]
+pub(crate) struct Health {
+    pub registry: Registry,
+    pub caches_synced: Arc<AtomicBool>,
+    /// The election's state and lease duration, with leader election on.
+    pub leader: Option<(watch::Receiver<LeaderState>, Duration)>,
+}
+
+pub(crate) async fn serve(listener: TcpListener, health: Health) {
+    // GET routes answer HEAD too.
+    let router = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(live))
+        .route("/livez", get(live))
+        .route("/readyz", get(ready))
+        .with_state(health);
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let registry = registry.clone();
-        let ready = ready.clone();
+        let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
-            let mut buffer = vec![0u8; 4096];
-            let Ok(n) = stream.read(&mut buffer).await else {
-                return;
-            };
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let path = request
-                .lines()
-                .next()
-                .and_then(|line| line.split_whitespace().nth(1))
-                .unwrap_or("/");
-            let (status, content_type, body) = respond(path, &registry, &ready);
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            let _ = stream.write_all(&body).await;
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            if let Err(e) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(error = %e, "metrics connection ended with an error");
+            }
         });
     }
 }
 
-fn respond(
-    path: &str,
-    registry: &Registry,
-    ready: &AtomicBool,
-) -> (&'static str, &'static str, Vec<u8>) {
-    match path.split('?').next().unwrap_or(path) {
-        "/metrics" => {
-            let mut body = Vec::new();
-            let encoder = TextEncoder::new();
-            match encoder.encode(&registry.gather(), &mut body) {
-                Ok(()) => ("200 OK", "text/plain; version=0.0.4", body),
-                Err(e) => (
-                    "500 Internal Server Error",
-                    "text/plain",
-                    e.to_string().into_bytes(),
-                ),
+async fn metrics(State(health): State<Health>) -> Response {
+    let mut body = Vec::new();
+    match TextEncoder::new().encode(&health.registry.gather(), &mut body) {
+        Ok(()) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn live(State(health): State<Health>) -> (StatusCode, String) {
+    if let Some((state, lease_duration)) = &health.leader {
+        match *state.borrow() {
+            LeaderState::Leading { renewed }
+                if renewed.elapsed() > *lease_duration + LEASE_HEALTH_SLACK =>
+            {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!(
+                        "leader lease last renewed {:.0}s ago",
+                        renewed.elapsed().as_secs_f64()
+                    ),
+                );
             }
+            LeaderState::Lost => {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "lost the leader lease".into(),
+                );
+            }
+            _ => {}
         }
-        "/healthz" | "/livez" => ("200 OK", "text/plain", b"ok".to_vec()),
-        "/readyz" if ready.load(Ordering::Acquire) => ("200 OK", "text/plain", b"ok".to_vec()),
-        "/readyz" => (
-            "503 Service Unavailable",
-            "text/plain",
-            b"informer caches not synced".to_vec(),
-        ),
-        _ => ("404 Not Found", "text/plain", b"not found".to_vec()),
+    }
+    (StatusCode::OK, "ok".into())
+}
+
+async fn ready(State(health): State<Health>) -> (StatusCode, &'static str) {
+    if health.caches_synced.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "informer caches not synced",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn start(health: Health) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, health));
+        addr
+    }
+
+    /// Sends raw HTTP/1.1 requests on one connection and returns the raw answer.
+    async fn exchange(addr: std::net::SocketAddr, requests: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(requests.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    fn health(synced: bool) -> Health {
+        let registry = Registry::new();
+        let counter = prometheus::IntCounter::new("demo_total", "demo").unwrap();
+        counter.inc();
+        registry.register(Box::new(counter)).unwrap();
+        Health {
+            registry,
+            caches_synced: Arc::new(AtomicBool::new(synced)),
+            leader: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn keep_alive_head_and_readiness() {
+        let addr = start(health(false)).await;
+        let answer = exchange(
+            addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n\
+             HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n\
+             GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        // Three answers on one connection, in order.
+        let statuses: Vec<&str> = answer
+            .lines()
+            .filter(|l| l.starts_with("HTTP/1.1"))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                "HTTP/1.1 200 OK",
+                "HTTP/1.1 200 OK",
+                "HTTP/1.1 503 Service Unavailable"
+            ],
+            "{answer}"
+        );
+        assert!(answer.contains("demo_total 1"), "{answer}");
+        assert!(answer.contains("informer caches not synced"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn an_overdue_lease_fails_liveness() {
+        let mut h = health(true);
+        let renewed = tokio::time::Instant::now() - Duration::from_secs(60);
+        let (_tx, rx) = watch::channel(LeaderState::Leading { renewed });
+        h.leader = Some((rx, Duration::from_secs(15)));
+        let addr = start(h).await;
+        let answer = exchange(
+            addr,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 500 Internal Server Error"),
+            "{answer}"
+        );
+        assert!(answer.contains("leader lease last renewed"), "{answer}");
     }
 }

@@ -1,11 +1,14 @@
 //! The controller manager: what `mini-kcm run` (and `mini-kcm up` in-process) runs.
 //!
 //! It plays kube-controller-manager's role for our three controllers: one set of shared informers for
-//! all controllers, one rate-limited API client per controller, `/metrics`, `/healthz` and `/readyz`,
-//! and an orderly shutdown (stop handing out work, let in-flight syncs finish).
+//! all controllers, one API client per controller (rate limit, User-Agent, request metrics, write
+//! fence), leader election, `/metrics`, `/healthz` and `/readyz`, and an orderly shutdown (stop handing
+//! out work, let in-flight syncs finish, release the lease).
 
 mod http;
+pub mod leader_election;
 mod options;
+mod version;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,15 +17,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mini_kcm_daemonset::{DaemonSetController, DaemonSetOptions};
 use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
 use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetOptions};
-use mini_kcm_runtime::client::{ClientRateLimit, rate_limited_client};
+use mini_kcm_runtime::client::{
+    ClientRateLimit, ControllerClientOptions, RestClientMetrics, WriteFence, controller_client,
+};
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
+use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
 pub use options::{ControllerName, Kinds, ManagerOptions};
+pub use version::VERSION;
 
-/// Why the manager could not run.
+/// Why the manager could not run, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
     #[error("building an API client: {0}")]
@@ -43,6 +50,8 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("leader election: {0}")]
+    LeaderElection(#[from] LeaderElectionError),
 }
 
 /// Runs the selected controllers against the cluster of `config` until `shutdown` completes.
@@ -55,23 +64,59 @@ pub async fn run(
         qps: options.kube_api_qps,
         burst: options.kube_api_burst,
     };
-    let client_for =
-        |_name: &str| rate_limited_client(config.clone(), limit).map_err(ManagerError::Client);
-    let informer_client = client_for("shared-informers")?;
+    let registry = prometheus::Registry::new();
+    let rest_metrics = RestClientMetrics::register(&registry)?;
+    version::register_process_and_build_info(&registry)?;
+    // With leader election, the controllers' writes pass only while the lease is held.
+    let fence = options.leader_election.as_ref().map(|_| WriteFence::new());
+    let client_options = |name: &str, fence: Option<WriteFence>| ControllerClientOptions {
+        name: name.to_string(),
+        identity: options.identity.clone(),
+        limit,
+        metrics: Some(rest_metrics.clone()),
+        fence,
+    };
+    let client_for = |name: &str| {
+        controller_client(config.clone(), &client_options(name, fence.clone()))
+            .map_err(ManagerError::Client)
+    };
+    let informer_client =
+        controller_client(config.clone(), &client_options("shared-informers", None))
+            .map_err(ManagerError::Client)?;
     let families = options.kinds.families();
     if families.contains(&ApiFamily::Copies) {
         check_crds(&informer_client, &options).await?;
     }
 
-    let registry = prometheus::Registry::new();
+    let mut elector = match (&options.leader_election, &fence) {
+        (Some(election), Some(fence)) => {
+            let client =
+                controller_client(config.clone(), &client_options("leader-election", None))
+                    .map_err(ManagerError::Client)?;
+            let store = ApiLeaseStore::new(client, election);
+            Some(LeaderElector::new(election.clone(), store, fence.clone())?)
+        }
+        _ => None,
+    };
     let queue_metrics = WorkQueueMetrics::new(&registry)?;
     let ready = Arc::new(AtomicBool::new(false));
+    if let (Some(elector), Some(election)) = (&elector, &options.leader_election) {
+        leader_metric(&registry, &election.lease_name, elector.subscribe())?;
+    }
     if let Some(addr) = options.metrics_addr {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ManagerError::MetricsServer { addr, source })?;
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-        tokio::spawn(http::serve(listener, registry.clone(), ready.clone()));
+        let health = http::Health {
+            registry: registry.clone(),
+            caches_synced: ready.clone(),
+            leader: elector
+                .as_ref()
+                .zip(options.leader_election.as_ref())
+                .map(|(e, c)| (e.subscribe(), c.lease_duration)),
+        };
+        tokio::spawn(http::serve(listener, health));
     }
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone());
@@ -131,7 +176,41 @@ pub async fn run(
     );
     informers.start().await;
     ready.store(true, Ordering::Release);
-    tracing::info!("caches synced; controllers running");
+    tracing::info!("caches synced");
+    tokio::pin!(shutdown);
+
+    // A standby keeps its caches warm and writes nothing until it holds the lease.
+    let (stop_election, election_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut election = tokio::task::JoinSet::new();
+    if let Some(mut elector) = elector.take() {
+        let mut state = elector.subscribe();
+        election.spawn(async move {
+            elector
+                .run(async {
+                    let _ = election_stopped.await;
+                })
+                .await
+        });
+        let leading = async move {
+            state
+                .wait_for(|s| matches!(s, LeaderState::Leading { .. }))
+                .await
+                .map(|_| ())
+        };
+        tokio::select! {
+            leading = leading => {
+                if leading.is_err() {
+                    return finish_election(&mut election).await;
+                }
+            }
+            () = &mut shutdown => {
+                tracing::info!("shutting down before this replica became the leader");
+                drop(stop_election);
+                return finish_election(&mut election).await;
+            }
+        }
+    }
+    tracing::info!("controllers running");
 
     // Everything the manager starts lives in JoinSets owned by this future: if it is dropped (or its
     // task aborted), every controller, worker and watch stops with it.
@@ -148,7 +227,18 @@ pub async fn run(
         let controller = controller.clone();
         workers.spawn(async move { controller.run().await });
     }
-    shutdown.await;
+    tokio::select! {
+        () = &mut shutdown => {}
+        lost = election.join_next(), if !election.is_empty() => {
+            // The elector ends on its own only when the lease is lost: its fence is already closed;
+            // stop every worker now (in-flight requests are dropped), as upstream exits at once.
+            workers.abort_all();
+            return match lost {
+                Some(Ok(Err(e))) => Err(e.into()),
+                _ => Ok(()),
+            };
+        }
+    }
     tracing::info!("shutting down: finishing in-flight syncs");
     ready.store(false, Ordering::Release);
     for controller in &replica_set_controllers {
@@ -162,6 +252,47 @@ pub async fn run(
     }
     while workers.join_next().await.is_some() {}
     tracing::info!("controllers stopped");
+    // Only now give the lease up: the in-flight syncs above still needed the open fence.
+    drop(stop_election);
+    finish_election(&mut election).await
+}
+
+/// Waits for the elector's task; a lost lease is the manager's error.
+async fn finish_election(
+    election: &mut tokio::task::JoinSet<Result<(), LeaderElectionError>>,
+) -> Result<(), ManagerError> {
+    match election.join_next().await {
+        Some(Ok(Err(e))) => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// `leader_election_master_status{name}`: 1 while this replica leads (client-go's metric).
+fn leader_metric(
+    registry: &prometheus::Registry,
+    lease_name: &str,
+    mut state: tokio::sync::watch::Receiver<LeaderState>,
+) -> Result<(), prometheus::Error> {
+    let gauge = prometheus::IntGaugeVec::new(
+        prometheus::Opts::new(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
+        ),
+        &["name"],
+    )?;
+    registry.register(Box::new(gauge.clone()))?;
+    let gauge = gauge.with_label_values(&[lease_name]);
+    gauge.set(0);
+    tokio::spawn(async move {
+        loop {
+            let leading = matches!(*state.borrow_and_update(), LeaderState::Leading { .. });
+            gauge.set(i64::from(leading));
+            if state.changed().await.is_err() {
+                gauge.set(0);
+                return;
+            }
+        }
+    });
     Ok(())
 }
 

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 
 use mini_kcm_runtime::kinds::ApiFamily;
 
+use crate::leader_election::{LeaderElectionConfig, default_identity};
+
 /// Which API families to manage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kinds {
@@ -63,6 +65,11 @@ pub struct ManagerOptions {
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
     pub metrics_addr: Option<SocketAddr>,
+    /// Who this replica is: the leader-election identity, also in every request's User-Agent.
+    pub identity: String,
+    /// With leader election: the controllers start (and may write) only while this replica holds the
+    /// lease; losing it ends `run` with an error.
+    pub leader_election: Option<LeaderElectionConfig>,
 }
 
 impl Default for ManagerOptions {
@@ -77,6 +84,8 @@ impl Default for ManagerOptions {
             kube_api_qps: 20.0,
             kube_api_burst: 30,
             metrics_addr: None,
+            identity: default_identity(),
+            leader_election: None,
         }
     }
 }

@@ -5,12 +5,15 @@
 //! - `mini-kcm run` runs the controllers against the current kubeconfig or in-cluster config.
 //! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
+//! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod rollout;
 mod run;
 mod up;
 
-use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+
+use clap::{Parser, Subcommand, ValueEnum};
 use mini_kcm_local_plane::DEFAULT_LOG_FILTER;
 
 #[derive(Debug, Parser)]
@@ -20,8 +23,18 @@ use mini_kcm_local_plane::DEFAULT_LOG_FILTER;
     about = "Deployment, ReplicaSet and DaemonSet controllers, in Rust"
 )]
 struct Cli {
+    /// Log format: `text` (coloured only on a terminal) or `json` (one object per line, for log
+    /// collectors). The filter comes from RUST_LOG.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -37,22 +50,30 @@ enum Command {
     /// Manage the rollout of a Deployment or DaemonSet, apps/v1 or minikcm.dev copy, like
     /// `kubectl rollout`.
     Rollout(rollout::RolloutArgs),
+    /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
+    Version,
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(true).init(),
+    }
     let result = match cli.command {
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
+        Command::Version => {
+            println!("{}", mini_kcm_manager::VERSION);
+            Ok(())
+        }
         // Prints its errors itself, in kubectl's words.
         Command::Rollout(args) => return rollout::run(args).await,
     };

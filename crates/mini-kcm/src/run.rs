@@ -2,9 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use mini_kcm_manager::leader_election::LeaderElectionConfig;
 use mini_kcm_manager::{Kinds, ManagerOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -44,14 +46,62 @@ pub struct RunArgs {
     /// Burst of each controller's client.
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
-    /// Where to serve /metrics, /healthz and /readyz.
+    /// Where to serve /metrics, /healthz and /readyz (in a pod: `0.0.0.0:10280`).
     #[arg(long, default_value = "127.0.0.1:10280")]
     metrics_addr: SocketAddr,
+    /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    leader_elect: bool,
+    /// How long a standby waits after the leader's last observed renewal before taking over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up (and the process exits).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How long candidates wait between attempts to acquire or renew.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// The name of the Lease.
+    #[arg(long, default_value = "mini-kcm")]
+    leader_elect_resource_name: String,
+    /// The namespace of the Lease (default: $POD_NAMESPACE, else kube-system).
+    #[arg(long)]
+    leader_elect_resource_namespace: Option<String>,
+}
+
+/// Go-style durations as kube-controller-manager takes them: `15s`, `1m30s`, `500ms`, `2h`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("invalid duration {text:?} (examples: 15s, 500ms, 1m30s)");
+    let mut total = Duration::ZERO;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds_per_unit = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        rest = &rest[unit_len..];
+        total += Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| invalid())?;
+    }
+    Ok(total)
 }
 
 impl RunArgs {
     pub fn manager_options(&self) -> ManagerOptions {
-        ManagerOptions {
+        let mut options = ManagerOptions {
             kinds: match self.kinds {
                 KindsArg::Apps => Kinds::Apps,
                 KindsArg::Copies => Kinds::Copies,
@@ -65,7 +115,27 @@ impl RunArgs {
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
             metrics_addr: Some(self.metrics_addr),
+            leader_election: None,
+            ..Default::default()
+        };
+        if self.leader_elect {
+            let namespace = self
+                .leader_elect_resource_namespace
+                .clone()
+                .unwrap_or_else(|| {
+                    std::env::var("POD_NAMESPACE")
+                        .ok()
+                        .filter(|ns| !ns.is_empty())
+                        .unwrap_or_else(|| "kube-system".into())
+                });
+            let mut election = LeaderElectionConfig::new(namespace, options.identity.clone());
+            election.lease_name = self.leader_elect_resource_name.clone();
+            election.lease_duration = self.leader_elect_lease_duration;
+            election.renew_deadline = self.leader_elect_renew_deadline;
+            election.retry_period = self.leader_elect_retry_period;
+            options.leader_election = Some(election);
         }
+        options
     }
 }
 
@@ -90,4 +160,41 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     mini_kcm_manager::run(config, args.manager_options(), shutdown).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_kube_controller_manager_flags() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("15").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5x").is_err());
+    }
+
+    #[test]
+    fn leader_election_is_on_by_default_with_upstreams_timing() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let options = Cli::parse_from(["run"]).run.manager_options();
+        let election = options.leader_election.unwrap();
+        assert_eq!(election.lease_duration, Duration::from_secs(15));
+        assert_eq!(election.renew_deadline, Duration::from_secs(10));
+        assert_eq!(election.retry_period, Duration::from_secs(2));
+        assert_eq!(election.lease_name, "mini-kcm");
+        assert_eq!(election.identity, options.identity);
+        let off = Cli::parse_from(["run", "--leader-elect=false"])
+            .run
+            .manager_options();
+        assert!(off.leader_election.is_none());
+    }
 }

@@ -70,7 +70,7 @@ impl ReplicaSetController {
         let resource = WorkloadKind::ReplicaSet.api_resource(options.family);
         let replica_sets = workload_informer(informers, WorkloadKind::ReplicaSet, options.family);
         let pods = pod_informer(informers);
-        let queue_name = format!("replicaset-{}", options.family.label());
+        let queue_name = options.family.queue_name("replicaset");
         let queue = WorkQueue::new(
             &queue_name,
             default_controller_rate_limiter(),

@@ -1,4 +1,8 @@
 //! The status of a ReplicaSet: computed from the claimed pods (pure), written only when it changed.
+//!
+//! A copy's status also carries `status.selector` (see [`StatusWithSelector`]), which its scale
+//! subresource reports to HorizontalPodAutoscalers: computed here with the counts, so a copy whose stored
+//! status lacks it or holds a stale one is written even when no count changed.
 
 use std::sync::Arc;
 
@@ -8,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
-use mini_kcm_runtime::kinds::ReplicaSetObject;
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use mini_kcm_runtime::selector::Selector;
 
@@ -23,16 +27,18 @@ pub struct ManageFailure {
     pub message: String,
 }
 
-/// The status the ReplicaSet should have, given its active claimed pods, its terminating pods and the
-/// outcome of managing replicas. Conditions other than `ReplicaFailure` are kept as they are.
+/// The status the ReplicaSet of `family` should have, given its active claimed pods, its terminating pods
+/// and the outcome of managing replicas. Conditions other than `ReplicaFailure` are kept as they are.
 pub fn calculate_status(
     rs: &ReplicaSetObject,
+    family: ApiFamily,
     active: &[Arc<Pod>],
     terminating: usize,
     failure: Option<&ManageFailure>,
     now: Timestamp,
-) -> ReplicaSetStatus {
+) -> StatusWithSelector<ReplicaSetStatus> {
     let mut status = rs.status.clone().unwrap_or_default();
+    status.selector = family.status_selector(&rs.spec.selector);
     let template_labels = rs
         .spec
         .template
@@ -98,9 +104,12 @@ fn count(n: usize) -> i32 {
 }
 
 /// Whether `new` differs from the stored status in anything upstream compares (counts, conditions) or
-/// the spec generation has not been observed yet.
-pub fn status_changed(rs: &ReplicaSetObject, new: &ReplicaSetStatus) -> bool {
+/// the spec generation has not been observed yet, or (copies only) in the selector.
+pub fn status_changed(rs: &ReplicaSetObject, new: &StatusWithSelector<ReplicaSetStatus>) -> bool {
     let old = rs.status.clone().unwrap_or_default();
+    if old.selector != new.selector {
+        return true;
+    }
     let zero = |v: Option<i32>| v.unwrap_or(0);
     old.replicas != new.replicas
         || zero(old.fully_labeled_replicas) != zero(new.fully_labeled_replicas)
@@ -108,7 +117,7 @@ pub fn status_changed(rs: &ReplicaSetObject, new: &ReplicaSetStatus) -> bool {
         || zero(old.available_replicas) != zero(new.available_replicas)
         || old.terminating_replicas != new.terminating_replicas
         || rs.metadata.generation != old.observed_generation
-        || old.conditions.unwrap_or_default() != new.conditions.clone().unwrap_or_default()
+        || old.status.conditions.unwrap_or_default() != new.conditions.clone().unwrap_or_default()
 }
 
 /// Writes `new` (with `observedGeneration`) through the status subresource, unless nothing changed.
@@ -117,7 +126,7 @@ pub fn status_changed(rs: &ReplicaSetObject, new: &ReplicaSetStatus) -> bool {
 pub async fn update_status(
     api: &Api<ReplicaSetObject>,
     rs: &ReplicaSetObject,
-    mut new: ReplicaSetStatus,
+    mut new: StatusWithSelector<ReplicaSetStatus>,
 ) -> Result<ReplicaSetObject, kube::Error> {
     if !status_changed(rs, &new) {
         return Ok(rs.clone());
@@ -153,6 +162,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::ReplicaSetSpec;
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::api::ObjectMeta;
     use std::collections::BTreeMap;
 
@@ -216,7 +226,7 @@ mod tests {
             pod(&[("app", "x"), ("tier", "web")], Some(995)), // ready, not yet available
             pod(&[("app", "x")], None),                       // not fully labelled, not ready
         ];
-        let status = calculate_status(&rs(10), &pods, 2, None, now);
+        let status = calculate_status(&rs(10), ApiFamily::Apps, &pods, 2, None, now);
         assert_eq!(status.replicas, 3);
         assert_eq!(status.fully_labeled_replicas, Some(2));
         assert_eq!(status.ready_replicas, Some(2));
@@ -233,7 +243,7 @@ mod tests {
             reason: "FailedCreate",
             message: "pods is forbidden".into(),
         };
-        let failed = calculate_status(&set, &[], 0, Some(&failure), now);
+        let failed = calculate_status(&set, ApiFamily::Apps, &[], 0, Some(&failure), now);
         let conditions = failed.conditions.clone().unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason.as_deref(), Some("FailedCreate"));
@@ -242,11 +252,11 @@ mod tests {
         // A second failure does not replace the first (its transition time stays).
         set.status = Some(failed.clone());
         let later = Timestamp::from_second(2000).unwrap();
-        let again = calculate_status(&set, &[], 0, Some(&failure), later);
+        let again = calculate_status(&set, ApiFamily::Apps, &[], 0, Some(&failure), later);
         assert_eq!(again.conditions, failed.conditions);
 
         // Success removes it.
-        let ok = calculate_status(&set, &[], 0, None, later);
+        let ok = calculate_status(&set, ApiFamily::Apps, &[], 0, None, later);
         assert_eq!(ok.conditions, None);
     }
 
@@ -254,7 +264,7 @@ mod tests {
     fn unchanged_status_is_not_written() {
         let now = Timestamp::from_second(1000).unwrap();
         let mut set = rs(0);
-        let status = calculate_status(&set, &[], 0, None, now);
+        let status = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
         assert!(
             status_changed(&set, &status),
             "generation 2 not observed yet"
@@ -262,7 +272,50 @@ mod tests {
         let mut stored = status.clone();
         stored.observed_generation = Some(2);
         set.status = Some(stored);
-        let again = calculate_status(&set, &[], 0, None, now);
+        let again = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
         assert!(!status_changed(&set, &again));
+    }
+
+    /// A copy's status carries its selector in string form; apps/v1's never does.
+    #[test]
+    fn only_a_copy_gets_the_selector() {
+        let now = Timestamp::from_second(1000).unwrap();
+        let mut set = rs(0);
+        set.spec.selector = LabelSelector {
+            match_labels: Some(labels(&[("tier", "web"), ("app", "x")])),
+            ..Default::default()
+        };
+        let copy = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        assert_eq!(copy.selector.as_deref(), Some("app=x,tier=web"));
+        let apps = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
+        assert_eq!(apps.selector, None);
+        assert_eq!(apps.status, copy.status);
+    }
+
+    /// A copy whose stored status lacks the selector (an older version or another writer stored it), or
+    /// holds a stale one, is written although every count is current.
+    #[test]
+    fn a_missing_or_wrong_selector_is_a_change() {
+        let now = Timestamp::from_second(1000).unwrap();
+        let mut set = rs(0);
+        set.spec.selector = LabelSelector {
+            match_labels: Some(labels(&[("app", "x")])),
+            ..Default::default()
+        };
+        let mut current = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        current.observed_generation = Some(2);
+        set.status = Some(current.clone());
+        let again = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        assert!(!status_changed(&set, &again), "all current");
+
+        for stored in [None, Some("app=y".to_string()), Some(String::new())] {
+            set.status = Some(StatusWithSelector::new(
+                current.status.clone(),
+                stored.clone(),
+            ));
+            let new = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+            assert_eq!(new.selector.as_deref(), Some("app=x"));
+            assert!(status_changed(&set, &new), "stored selector {stored:?}");
+        }
     }
 }

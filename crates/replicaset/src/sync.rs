@@ -145,7 +145,14 @@ impl ReplicaSetController {
         }
 
         let now = Timestamp::now();
-        let status = calculate_status(&rs, &claimed, terminating, failure.as_ref(), now);
+        let status = calculate_status(
+            &rs,
+            s.options.family,
+            &claimed,
+            terminating,
+            failure.as_ref(),
+            now,
+        );
         let stored = update_status(&sets_api, &rs, status)
             .await
             .map_err(SyncError::Status)?;

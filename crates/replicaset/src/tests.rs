@@ -61,7 +61,7 @@ fn replica_set(name: &str, uid: &str, replicas: i32, app: &str) -> ReplicaSetObj
     rs.metadata.generation = Some(1);
     rs.metadata.resource_version = Some("1".into());
     // The status already says what the cache shows, so a sync that changes nothing makes no API call.
-    rs.status = Some(ReplicaSetStatus {
+    rs.status = Some(From::from(ReplicaSetStatus {
         replicas,
         fully_labeled_replicas: Some(replicas),
         ready_replicas: Some(replicas),
@@ -69,7 +69,7 @@ fn replica_set(name: &str, uid: &str, replicas: i32, app: &str) -> ReplicaSetObj
         terminating_replicas: Some(0),
         observed_generation: Some(1),
         conditions: None,
-    });
+    }));
     rs
 }
 

@@ -1,17 +1,27 @@
-//! One API client per controller, with client-side rate limiting like client-go's.
+//! One API client per controller, as kube-controller-manager gives each controller its own.
 //!
-//! kube-controller-manager gives each controller its own client limited to `--kube-api-qps` (20) with
-//! bursts of `--kube-api-burst` (30), so one busy controller cannot starve the others or flood the API
-//! server. kube's client has no such limiter, so this module adds one as a tower layer: each request
-//! reserves a token from a bucket and waits until the token exists.
+//! Each controller's client carries, as tower layers around kube's client (outermost first):
+//! - a **rate limit** like client-go's: `--kube-api-qps` (20) with bursts of `--kube-api-burst` (30), so
+//!   one busy controller cannot starve the others or flood the API server; each request reserves a token
+//!   from a bucket and waits until the token exists;
+//! - a **write fence** (leader election): while this process does not hold the lease, every mutating
+//!   request fails before it is sent, so a replica that lost its lease cannot write even from a sync that
+//!   was already running;
+//! - **request metrics** with client-go's names (`rest_client_requests_total{code,method,host}`,
+//!   `rest_client_request_duration_seconds{verb,host}`), plus a `client` label naming the controller;
+//! - its own **User-Agent** (`mini-kcm/<version> (<identity>) <controller>`), so the API server's audit
+//!   log and metrics tell the controllers, and the replicas, apart.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use mini_kcm_workqueue::{BucketRateLimiter, RateLimiter};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use tokio::time::Instant;
 use tower::{Layer, Service};
 
 /// Request rate limits of one controller's client.
@@ -31,28 +41,94 @@ impl Default for ClientRateLimit {
     }
 }
 
-/// Builds a client from `config` whose requests are limited by `limit` (qps <= 0 disables the limit).
+/// Everything that makes one controller's client its own.
+#[derive(Clone)]
+pub struct ControllerClientOptions {
+    /// The controller's name, e.g. `replicaset-controller` (the `client` metrics label, the User-Agent).
+    pub name: String,
+    /// Who this process is: the leader-election identity (pod name plus a random suffix).
+    pub identity: String,
+    /// qps <= 0 disables the limit.
+    pub limit: ClientRateLimit,
+    pub metrics: Option<RestClientMetrics>,
+    /// With leader election: writes pass only while the lease is held.
+    pub fence: Option<WriteFence>,
+}
+
+impl ControllerClientOptions {
+    /// The User-Agent header: product/version, then who and which controller, as client-go formats it.
+    pub fn user_agent(&self) -> String {
+        format!(
+            "mini-kcm/v{} ({}) {}",
+            env!("CARGO_PKG_VERSION"),
+            self.identity,
+            self.name
+        )
+    }
+}
+
+/// Builds a controller's client from `config` with the layers described in the module header.
+pub fn controller_client(
+    mut config: kube::Config,
+    options: &ControllerClientOptions,
+) -> Result<kube::Client, kube::Error> {
+    // A header value takes visible ASCII only; an identity (a pod or host name) has nothing else.
+    let user_agent: String = options
+        .user_agent()
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect();
+    if let Ok(value) = http::HeaderValue::from_str(&user_agent) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let builder = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&RequestMetricsLayer {
+            metrics: options.metrics.clone(),
+            client: options.name.clone(),
+            host,
+        })
+        .with_layer(&FenceLayer {
+            fence: options.fence.clone(),
+        })
+        .with_layer(&RateLimitLayer::new(options.limit));
+    Ok(builder.build())
+}
+
+/// A client with only a rate limit (tests and tools).
 pub fn rate_limited_client(
     config: kube::Config,
     limit: ClientRateLimit,
 ) -> Result<kube::Client, kube::Error> {
-    let builder = kube::client::ClientBuilder::try_from(config)?;
-    if limit.qps <= 0.0 {
-        return Ok(builder.build());
-    }
-    Ok(builder.with_layer(&RateLimitLayer::new(limit)).build())
+    controller_client(
+        config,
+        &ControllerClientOptions {
+            name: "client".into(),
+            identity: "local".into(),
+            limit,
+            metrics: None,
+            fence: None,
+        },
+    )
 }
 
-/// A tower layer that spaces requests by a token bucket.
+// ---- rate limit ----
+
+/// A tower layer that spaces requests by a token bucket (none when qps <= 0).
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    bucket: Arc<BucketRateLimiter>,
+    bucket: Option<Arc<BucketRateLimiter>>,
 }
 
 impl RateLimitLayer {
     pub fn new(limit: ClientRateLimit) -> Self {
         RateLimitLayer {
-            bucket: Arc::new(BucketRateLimiter::new(f64::from(limit.qps), limit.burst)),
+            bucket: (limit.qps > 0.0)
+                .then(|| Arc::new(BucketRateLimiter::new(f64::from(limit.qps), limit.burst))),
         }
     }
 }
@@ -73,7 +149,7 @@ impl<S> Layer<S> for RateLimitLayer {
 /// The service of [`RateLimitLayer`]: `poll_ready` waits for a token, then for the inner service.
 pub struct RateLimited<S> {
     inner: S,
-    bucket: Arc<BucketRateLimiter>,
+    bucket: Option<Arc<BucketRateLimiter>>,
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A token was reserved and its time has come; consumed by the next `call`.
     permitted: bool,
@@ -88,9 +164,11 @@ where
     type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if !self.permitted {
+        if let Some(bucket) = &self.bucket
+            && !self.permitted
+        {
             let wait = self.wait.get_or_insert_with(|| {
-                let delay: Duration = RateLimiter::<()>::when(self.bucket.as_ref(), &());
+                let delay: Duration = RateLimiter::<()>::when(bucket.as_ref(), &());
                 Box::pin(tokio::time::sleep(delay))
             });
             if wait.as_mut().poll(cx).is_pending() {
@@ -108,10 +186,213 @@ where
     }
 }
 
+// ---- write fence ----
+
+/// Whether this process may write now. Leader election opens it until a deadline after each successful
+/// renewal (the renewal's start plus the renew deadline) and closes it when leadership ends; a clone
+/// shares the same state.
+#[derive(Clone, Default)]
+pub struct WriteFence {
+    open_until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl WriteFence {
+    /// A closed fence.
+    pub fn new() -> Self {
+        WriteFence::default()
+    }
+
+    /// Writes pass until `deadline` (never moves the deadline back).
+    pub fn open_until(&self, deadline: Instant) {
+        let mut open_until = self
+            .open_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if open_until.is_none_or(|current| current < deadline) {
+            *open_until = Some(deadline);
+        }
+    }
+
+    /// Writes fail from now on.
+    pub fn close(&self) {
+        *self
+            .open_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    pub fn allows_writes(&self) -> bool {
+        self.open_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_some_and(|deadline| Instant::now() < deadline)
+    }
+}
+
+/// Why a request was not sent.
+#[derive(Debug, thiserror::Error)]
+#[error("not sent: this process does not hold the leader lease (write fenced)")]
+pub struct Fenced;
+
+#[derive(Clone)]
+struct FenceLayer {
+    fence: Option<WriteFence>,
+}
+
+impl<S> Layer<S> for FenceLayer {
+    type Service = FenceService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        FenceService {
+            inner,
+            fence: self.fence.clone(),
+        }
+    }
+}
+
+struct FenceService<S> {
+    inner: S,
+    fence: Option<WriteFence>,
+}
+
+impl<S, B> Service<http::Request<B>> for FenceService<S>
+where
+    S: Service<http::Request<B>>,
+    S::Response: Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, tower::BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let mutating = !matches!(
+            *request.method(),
+            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+        );
+        if mutating && self.fence.as_ref().is_some_and(|f| !f.allows_writes()) {
+            return Box::pin(std::future::ready(Err(Fenced.into())));
+        }
+        let future = self.inner.call(request);
+        Box::pin(async move { future.await.map_err(Into::into) })
+    }
+}
+
+// ---- request metrics ----
+
+/// client-go's REST client metrics, shared by every controller's client (told apart by `client`).
+#[derive(Clone)]
+pub struct RestClientMetrics {
+    requests: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl RestClientMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "rest_client_requests_total",
+                "Number of HTTP requests, partitioned by status code, method, and host.",
+            ),
+            &["code", "method", "host", "client"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "rest_client_request_duration_seconds",
+                "Request latency in seconds. Broken down by verb, and host.",
+            )
+            .buckets(vec![
+                0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+            ]),
+            &["verb", "host", "client"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        Ok(RestClientMetrics { requests, duration })
+    }
+}
+
+#[derive(Clone)]
+struct RequestMetricsLayer {
+    metrics: Option<RestClientMetrics>,
+    client: String,
+    host: String,
+}
+
+impl<S> Layer<S> for RequestMetricsLayer {
+    type Service = RequestMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestMetrics {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+struct RequestMetrics<S> {
+    inner: S,
+    layer: RequestMetricsLayer,
+}
+
+impl<S, B, R> Service<http::Request<B>> for RequestMetrics<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    S::Error: Into<tower::BoxError>,
+{
+    type Response = S::Response;
+    type Error = tower::BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, tower::BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.method().as_str().to_string();
+        let future = self.inner.call(request);
+        let Some(metrics) = self.layer.metrics.clone() else {
+            return Box::pin(async move { future.await.map_err(Into::into) });
+        };
+        let (client, host) = (self.layer.client.clone(), self.layer.host.clone());
+        Box::pin(async move {
+            let started = Instant::now();
+            let result = future.await.map_err(Into::into);
+            // Like client-go: latency until the response head, `<error>` when there was no response.
+            let code = match &result {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "<error>".to_string(),
+            };
+            metrics
+                .duration
+                .with_label_values(&[method.as_str(), host.as_str(), client.as_str()])
+                .observe(started.elapsed().as_secs_f64());
+            metrics
+                .requests
+                .with_label_values(&[
+                    code.as_str(),
+                    method.as_str(),
+                    host.as_str(),
+                    client.as_str(),
+                ])
+                .inc();
+            result
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus::Encoder;
     use std::convert::Infallible;
+    use tower::ServiceExt;
 
     #[derive(Clone)]
     struct Echo;
@@ -130,7 +411,6 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn requests_beyond_the_burst_are_spaced_by_qps() {
-        use tower::ServiceExt;
         let mut service = RateLimitLayer::new(ClientRateLimit {
             qps: 10.0,
             burst: 3,
@@ -143,5 +423,87 @@ mod tests {
         }
         // 3 free (burst), then 2 more at 100 ms each.
         assert_eq!(start.elapsed(), Duration::from_millis(200));
+    }
+
+    #[derive(Clone)]
+    struct Ok200;
+
+    impl Service<http::Request<()>> for Ok200 {
+        type Response = http::Response<()>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<http::Response<()>, Infallible>>;
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+            std::future::ready(Ok(http::Response::new(())))
+        }
+    }
+
+    fn request(method: http::Method) -> http::Request<()> {
+        http::Request::builder()
+            .method(method)
+            .uri("/api/v1/pods")
+            .body(())
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_fence_stops_writes_but_not_reads() {
+        let fence = WriteFence::new();
+        let mut service = FenceLayer {
+            fence: Some(fence.clone()),
+        }
+        .layer(Ok200);
+        // Closed at first: reads pass, writes fail before they are sent.
+        assert!(service.call(request(http::Method::GET)).await.is_ok());
+        let err = service.call(request(http::Method::POST)).await.unwrap_err();
+        assert!(err.is::<Fenced>());
+        // Open until a deadline: writes pass until then, not after.
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(service.call(request(http::Method::PATCH)).await.is_ok());
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(service.call(request(http::Method::DELETE)).await.is_err());
+        // An older deadline never reopens a later one's gap; close() shuts at once.
+        fence.open_until(Instant::now() + Duration::from_secs(5));
+        fence.open_until(Instant::now() + Duration::from_secs(1));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(service.call(request(http::Method::PUT)).await.is_ok());
+        fence.close();
+        assert!(service.call(request(http::Method::PUT)).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn requests_are_counted_by_code_method_and_client() {
+        let registry = Registry::new();
+        let metrics = RestClientMetrics::register(&registry).unwrap();
+        let mut service = RequestMetricsLayer {
+            metrics: Some(metrics),
+            client: "replicaset-controller".into(),
+            host: "127.0.0.1:6443".into(),
+        }
+        .layer(Ok200);
+        service.call(request(http::Method::GET)).await.unwrap();
+        service.call(request(http::Method::GET)).await.unwrap();
+        service.call(request(http::Method::POST)).await.unwrap();
+        let mut text = Vec::new();
+        prometheus::TextEncoder::new()
+            .encode(&registry.gather(), &mut text)
+            .unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let line = |code: &str, method: &str| {
+            format!(
+                "rest_client_requests_total{{client=\"replicaset-controller\",code=\"{code}\",host=\"127.0.0.1:6443\",method=\"{method}\"}}"
+            )
+        };
+        assert!(
+            text.contains(&format!("{} 2", line("200", "GET"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{} 1", line("200", "POST"))),
+            "{text}"
+        );
+        assert!(text.contains("rest_client_request_duration_seconds_count{client=\"replicaset-controller\",host=\"127.0.0.1:6443\",verb=\"GET\"} 2"), "{text}");
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Every controller handles `apps/v1` objects and their CRD copies in `minikcm.dev/v1` with ONE code
 //! path: objects are `kube::api::Object<Spec, Status>` (spec and status types from k8s-openapi, identical
-//! in both families) and the family only decides the runtime [`ApiResource`].
+//! in both families) and the family only decides the runtime [`ApiResource`]. The one difference is
+//! `status.selector` of the scalable kinds, which only the copies store: see [`StatusWithSelector`].
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::apps::v1::{
@@ -10,15 +11,66 @@ use k8s_openapi::api::apps::v1::{
     ReplicaSetStatus,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::Object;
 use kube::discovery::ApiResource;
+use serde::{Deserialize, Serialize};
 
 use crate::informers::{Indexer, Informer, SharedInformers};
+use crate::selector::label_selector_string;
 
 /// A ReplicaSet of either family.
-pub type ReplicaSetObject = Object<ReplicaSetSpec, ReplicaSetStatus>;
+pub type ReplicaSetObject = Object<ReplicaSetSpec, StatusWithSelector<ReplicaSetStatus>>;
 /// A Deployment of either family.
-pub type DeploymentObject = Object<DeploymentSpec, DeploymentStatus>;
+pub type DeploymentObject = Object<DeploymentSpec, StatusWithSelector<DeploymentStatus>>;
+
+/// The status of a scalable kind (ReplicaSet, Deployment): the apps/v1 status plus the copies' extra
+/// `status.selector`, the pods' label selector in string form.
+///
+/// Why it exists: a CRD's scale subresource can only *point* at a string field for its selector
+/// (`labelSelectorPath: .status.selector`), while apps/v1 computes it in its scale endpoint. Without it a
+/// HorizontalPodAutoscaler on a copy fails (`SelectorRequired`). The controllers write it with every status
+/// write, and must *see* the stored value to repair a copy whose status lacks it (written by an older
+/// version or by someone else) even when no count changed; k8s-openapi's status types would drop the
+/// field on reading and erase it on writing. Hence a wrapper used as the objects' status type, so every
+/// read and write carries it, rather than a separate patch: the status stays typed, and the counts read as
+/// before through `Deref`. apps/v1 objects never have it: `None` is never serialized, and the controllers
+/// compute `None` for them ([`ApiFamily::status_selector`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusWithSelector<S> {
+    /// The apps/v1 status (counts, conditions, observedGeneration...), at the same level in JSON.
+    #[serde(flatten)]
+    pub status: S,
+    /// `status.selector` of a copy; `None` for apps/v1 and for copies that never got it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+}
+
+impl<S> StatusWithSelector<S> {
+    pub fn new(status: S, selector: Option<String>) -> Self {
+        Self { status, selector }
+    }
+}
+
+/// A status without a selector (apps/v1, or a copy's status before the controller adds it).
+impl<S> From<S> for StatusWithSelector<S> {
+    fn from(status: S) -> Self {
+        Self::new(status, None)
+    }
+}
+
+impl<S> std::ops::Deref for StatusWithSelector<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.status
+    }
+}
+
+impl<S> std::ops::DerefMut for StatusWithSelector<S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.status
+    }
+}
 /// A DaemonSet of either family.
 pub type DaemonSetObject = Object<DaemonSetSpec, DaemonSetStatus>;
 
@@ -39,6 +91,27 @@ impl ApiFamily {
         match self {
             ApiFamily::Apps => "apps",
             ApiFamily::Copies => COPIES_GROUP,
+        }
+    }
+
+    /// The work queue name of `controller` (`replicaset`, `deployment`, `daemonset`): upstream's name for
+    /// `apps/v1`, so dashboards built for kube-controller-manager work; `<name>-copies` for the copies.
+    pub fn queue_name(self, controller: &str) -> String {
+        match self {
+            ApiFamily::Apps => controller.to_string(),
+            ApiFamily::Copies => format!("{controller}-copies"),
+        }
+    }
+
+    /// What `status.selector` of a ReplicaSet or Deployment of this family with `selector` should hold: for
+    /// the copies, upstream's string form ([`label_selector_string`]), which their scale subresource reports;
+    /// for apps/v1 nothing (the field does not exist there). An invalid selector (which the copies' CEL
+    /// validation should have rejected) gets none either: the scale subresource then reports no selector,
+    /// as apps/v1's refuses one it cannot parse.
+    pub fn status_selector(self, selector: &LabelSelector) -> Option<String> {
+        match self {
+            ApiFamily::Apps => None,
+            ApiFamily::Copies => label_selector_string(Some(selector)).ok(),
         }
     }
 
@@ -207,5 +280,82 @@ mod tests {
         assert_eq!(copies.api_version, "minikcm.dev/v1");
         assert_eq!(apps.kind, copies.kind);
         assert_eq!(apps.plural, copies.plural);
+    }
+
+    #[test]
+    fn apps_queues_keep_upstreams_names() {
+        assert_eq!(ApiFamily::Apps.queue_name("replicaset"), "replicaset");
+        assert_eq!(
+            ApiFamily::Copies.queue_name("daemonset"),
+            "daemonset-copies"
+        );
+    }
+
+    #[test]
+    fn only_copies_get_a_status_selector() {
+        let selector = LabelSelector {
+            match_labels: Some([("app".to_string(), "web".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(ApiFamily::Apps.status_selector(&selector), None);
+        assert_eq!(
+            ApiFamily::Copies.status_selector(&selector).as_deref(),
+            Some("app=web")
+        );
+        let invalid = LabelSelector {
+            match_labels: Some([("app".to_string(), "-bad".to_string())].into()),
+            ..Default::default()
+        };
+        assert_eq!(ApiFamily::Copies.status_selector(&invalid), None);
+    }
+
+    /// The selector sits beside the apps/v1 fields in JSON, is read back, and is absent when `None`
+    /// (an apps/v1 status written by us never has it).
+    #[test]
+    fn status_with_selector_round_trips_as_flat_json() {
+        let json = serde_json::json!({
+            "replicas": 3,
+            "readyReplicas": 2,
+            "observedGeneration": 4,
+            "conditions": [{"type": "ReplicaFailure", "status": "True"}],
+            "selector": "app=web",
+        });
+        let status: StatusWithSelector<ReplicaSetStatus> =
+            serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(status.replicas, 3);
+        assert_eq!(status.ready_replicas, Some(2));
+        assert_eq!(status.observed_generation, Some(4));
+        assert_eq!(status.selector.as_deref(), Some("app=web"));
+        assert_eq!(serde_json::to_value(&status).unwrap(), json);
+
+        let apps: StatusWithSelector<DeploymentStatus> =
+            serde_json::from_value(serde_json::json!({"replicas": 1, "updatedReplicas": 1}))
+                .unwrap();
+        assert_eq!(apps.selector, None);
+        let written = serde_json::to_value(&apps).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({"replicas": 1, "updatedReplicas": 1})
+        );
+
+        let mut rs = ReplicaSetObject::new(
+            "web",
+            &WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies),
+            ReplicaSetSpec::default(),
+        );
+        rs.status = Some(StatusWithSelector::new(
+            ReplicaSetStatus {
+                replicas: 1,
+                ..Default::default()
+            },
+            Some("app=web".into()),
+        ));
+        let object = serde_json::to_value(&rs).unwrap();
+        assert_eq!(
+            object["status"],
+            serde_json::json!({"replicas": 1, "selector": "app=web"})
+        );
+        let back: ReplicaSetObject = serde_json::from_value(object).unwrap();
+        assert_eq!(back.status, rs.status);
     }
 }

@@ -150,6 +150,21 @@ impl Selector {
     }
 }
 
+/// Upstream `LabelSelectorAsSelector(selector).String()`: the label selector string form that `kubectl get -l`
+/// accepts and that a scale subresource reports in `status.selector` (HorizontalPodAutoscalers parse it to find
+/// the pods of their target). Requirements are sorted by key (on equal keys, matchLabels before
+/// matchExpressions, expressions in their order), values sorted, `k=v` for matchLabels, `k in (a,b)`,
+/// `k notin (a,b)`, `k` for Exists and `!k` for DoesNotExist, joined by `,`. Both the absent selector (matches
+/// nothing) and `{}` (matches everything) render as the empty string, as upstream's do.
+pub fn label_selector_string(selector: Option<&LabelSelector>) -> Result<String, SelectorError> {
+    let selector = Selector::from_optional(selector)?;
+    Ok(if selector.matches_nothing() {
+        String::new()
+    } else {
+        selector.to_string()
+    })
+}
+
 /// Renders like upstream `Selector.String()`, e.g. `baz in (norf,qux),foo=bar,!gone`; "everything" renders as
 /// the empty string. Upstream renders "nothing" as empty too; we write `<nothing>` so log lines can tell them apart.
 impl fmt::Display for Selector {
@@ -696,6 +711,106 @@ mod tests {
         let s = parse(&[], vec![expression("z", "NotIn", &[""])]);
         assert_eq!(s.to_string(), "z notin ()");
         assert_eq!(Selector::nothing().to_string(), "<nothing>");
+    }
+
+    /// Upstream's string form on a table: apimachinery's TestLabelSelectorAsSelector and the LabelSelector
+    /// rows of TestToString, plus ordering, duplicate keys and values, and the special selectors.
+    #[test]
+    fn label_selector_string_matches_upstream() {
+        let cases: Vec<(Option<LabelSelector>, &str)> = vec![
+            (None, ""),
+            (Some(LabelSelector::default()), ""),
+            (Some(selector(&[("foo", "bar")], vec![])), "foo=bar"),
+            (
+                Some(selector(
+                    &[],
+                    vec![expression("baz", "In", &["qux", "norf"])],
+                )),
+                "baz in (norf,qux)",
+            ),
+            (
+                Some(selector(
+                    &[("foo", "bar")],
+                    vec![expression("baz", "In", &["qux", "norf"])],
+                )),
+                "baz in (norf,qux),foo=bar",
+            ),
+            (
+                Some(selector(
+                    &[],
+                    vec![
+                        expression("z", "Exists", &[]),
+                        expression("y", "NotIn", &["jkl"]),
+                        expression("x", "In", &["def", "abc"]),
+                    ],
+                )),
+                "x in (abc,def),y notin (jkl),z",
+            ),
+            (
+                Some(selector(
+                    &[],
+                    vec![
+                        expression("x", "NotIn", &["abc", "def"]),
+                        expression("z", "DoesNotExist", &[]),
+                    ],
+                )),
+                "x notin (abc,def),!z",
+            ),
+            (
+                Some(selector(
+                    &[],
+                    vec![
+                        expression("x", "NotIn", &["abc"]),
+                        expression("y", "In", &["mno", "jkl"]),
+                        expression("z", "NotIn", &[""]),
+                    ],
+                )),
+                "x notin (abc),y in (jkl,mno),z notin ()",
+            ),
+            // matchLabels are sorted by key, and merged with the expressions by key.
+            (
+                Some(selector(
+                    &[("tier", "web"), ("app", "shop"), ("env", "prod")],
+                    vec![expression("canary", "DoesNotExist", &[])],
+                )),
+                "app=shop,!canary,env=prod,tier=web",
+            ),
+            // Equal keys keep their order: matchLabels first, then the expressions as written.
+            (
+                Some(selector(
+                    &[("app", "web")],
+                    vec![
+                        expression("app", "NotIn", &["db"]),
+                        expression("app", "Exists", &[]),
+                    ],
+                )),
+                "app=web,app notin (db),app",
+            ),
+            // Values are sorted byte-wise (uppercase first) and duplicates are kept.
+            (
+                Some(selector(
+                    &[],
+                    vec![expression("k", "In", &["b", "B", "a", "b"])],
+                )),
+                "k in (B,a,b,b)",
+            ),
+            (
+                Some(selector(&[("example.com/role", "")], vec![])),
+                "example.com/role=",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                label_selector_string(input.as_ref()).as_deref(),
+                Ok(want),
+                "{input:?}"
+            );
+        }
+        let invalid = selector(&[], vec![expression("baz", "Exists", &["qux"])]);
+        assert_eq!(
+            label_selector_string(Some(&invalid)),
+            Err(SelectorError::UnexpectedValues { key: "baz".into() })
+        );
     }
 
     #[test]

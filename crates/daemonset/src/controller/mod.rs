@@ -139,7 +139,7 @@ impl DaemonSetController {
             inner: Arc::new(Shared {
                 resource: WorkloadKind::DaemonSet.api_resource(family),
                 queue: WorkQueue::new(
-                    format!("daemonset-{}", family.label()),
+                    family.queue_name("daemonset"),
                     default_controller_rate_limiter(),
                     metrics.queue.clone(),
                 ),

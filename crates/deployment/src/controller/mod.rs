@@ -79,7 +79,7 @@ impl DeploymentController {
                 replica_sets: workload_informer(informers, WorkloadKind::ReplicaSet, family),
                 pods: pod_informer(informers),
                 queue: WorkQueue::new(
-                    format!("deployment-{}", family.label()),
+                    family.queue_name("deployment"),
                     default_controller_rate_limiter(),
                     queue_metrics,
                 ),

@@ -5,24 +5,26 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
+use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::{OwnerInfo, is_conflict, is_not_found};
 use mini_kcm_runtime::pods::control::error_message;
 use serde_json::json;
 
 use super::DeploymentController;
 use super::sync::SyncError;
-use crate::accessors::{deployment_replicas, deployment_status, name};
+use crate::accessors::{deployment_replicas, name};
 use crate::annotations::{
     clear_rollback_to, last_revision, revision, rollback_to, set_deployment_annotations_to,
 };
 use crate::conditions::{
-    calculate_status, deployment_status_equal, messages, requeue_after_for_progress, rollout_status,
+    calculate_status, messages, requeue_after_for_progress, rollout_status, status_needs_write,
+    with_status_selector,
 };
 use crate::history::replica_sets_to_clean_up;
 use crate::new_replica_set::{
@@ -240,7 +242,8 @@ impl<'a> Rollout<'a> {
 
     /// Writes what differs between `desired` and the Deployment: annotations through the object itself
     /// (a status write cannot change metadata of a CRD copy, and this keeps one path for both
-    /// families), the status through the status subresource.
+    /// families), the status through the status subresource. The status always gets the selector this
+    /// family stores (a copy's, whatever `desired` carries), so no write erases or keeps a stale one.
     pub(crate) async fn write_deployment(
         &mut self,
         desired: DeploymentObject,
@@ -268,9 +271,8 @@ impl<'a> Rollout<'a> {
                 .await
                 .map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
         }
-        let stored = deployment_status(&self.d).into_owned();
-        let new_status = desired.status.clone().unwrap_or_default();
-        if !deployment_status_equal(&stored, &new_status) {
+        let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
+        if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
             target.status = Some(new_status);
             self.d = self
@@ -282,15 +284,21 @@ impl<'a> Rollout<'a> {
         Ok(())
     }
 
-    /// A Deployment selecting everything: only mark the generation as observed.
+    /// A Deployment selecting everything: only mark the generation as observed (and, for a copy, keep
+    /// the selector current; `write_deployment` writes nothing when neither changed).
     pub(crate) async fn observe_generation_only(&mut self) -> Result<(), SyncError> {
         let mut d = self.d.clone();
+        let generation = d.metadata.generation;
         let status = d.status.get_or_insert_with(Default::default);
-        if status.observed_generation.unwrap_or(0) < d.metadata.generation.unwrap_or(0) {
-            status.observed_generation = d.metadata.generation;
-            self.write_deployment(d).await?;
+        if status.observed_generation.unwrap_or(0) < generation.unwrap_or(0) {
+            status.observed_generation = generation;
         }
-        Ok(())
+        self.write_deployment(d).await
+    }
+
+    /// `status` as this family stores it (see [`with_status_selector`]).
+    fn with_selector(&self, status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
+        with_status_selector(&self.d, self.c.inner.options.family, status)
     }
 
     // ---- status ----
@@ -318,7 +326,7 @@ impl<'a> Rollout<'a> {
         let all = Self::all_refs(new.as_ref(), &old);
         let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
         let mut d = self.d.clone();
-        d.status = Some(status);
+        d.status = Some(status.into());
         self.write_deployment(d).await
     }
 
@@ -328,8 +336,8 @@ impl<'a> Rollout<'a> {
         let (new, old) = self.current();
         let all = Self::all_refs(new.as_ref(), &old);
         let now = Timestamp::now();
-        let status = rollout_status(&all, new.as_ref(), &self.d, now);
-        if deployment_status_equal(&deployment_status(&self.d), &status) {
+        let status = self.with_selector(rollout_status(&all, new.as_ref(), &self.d, now));
+        if !status_needs_write(self.d.status.as_ref(), &status) {
             if let Some(delay) = requeue_after_for_progress(&self.d, &status, now).queue_delay() {
                 let key = super::handlers::key_of(&self.d.metadata);
                 if delay.is_zero() {

@@ -268,7 +268,7 @@ mod tests {
         );
         d.metadata.namespace = Some("bar".into());
         d.metadata.generation = Some(generation);
-        d.status = Some(status);
+        d.status = Some(status.into());
         d
     }
 

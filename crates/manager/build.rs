@@ -1,0 +1,51 @@
+//! Build metadata for `mini-kcm version` and the build-info metric: the git revision of the source and
+//! the Kubernetes version mini-kcm mirrors (pinned in deploy/control-plane/versions.env).
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn main() {
+    let versions =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/control-plane/versions.env");
+    println!("cargo:rerun-if-changed={}", versions.display());
+    let kubernetes = std::fs::read_to_string(&versions)
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|l| {
+                l.strip_prefix("KUBERNETES_VERSION=")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=MINI_KCM_KUBERNETES_VERSION={kubernetes}");
+
+    // Rebuild when HEAD moves: watch HEAD and the branch file it points to (when they exist), so a
+    // build without git does not rerun this script every time.
+    for path in [
+        git(&["rev-parse", "--git-path", "HEAD"]),
+        git(&["symbolic-ref", "-q", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r])),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    let revision = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
+    let revision = if dirty && revision != "unknown" {
+        format!("{revision}-dirty")
+    } else {
+        revision
+    };
+    println!("cargo:rustc-env=MINI_KCM_GIT_REVISION={revision}");
+}
