@@ -132,6 +132,24 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
     );
     let apiserver_port = ns.plane.ports["apiserver"];
 
+    // The arguments of the manifests' Deployment, exactly (the other kustomize output is applied above).
+    let manifest_args: Vec<String> = mini_kcm_e2e::kustomize(ns.plane, "deploy/in-cluster")
+        .into_iter()
+        .find(|o| o["kind"] == "Deployment")
+        .and_then(|d| {
+            serde_json::from_value(d["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+                .ok()
+        })
+        .unwrap();
+    assert!(
+        manifest_args.iter().any(|a| a == "--kinds=copies")
+            && manifest_args
+                .iter()
+                .any(|a| a.starts_with("--metrics-addr="))
+            && manifest_args.iter().any(|a| a == "--leader-elect=true"),
+        "the manifests' Deployment runs {manifest_args:?}"
+    );
+
     // Both replicas start together and race for the lease, as a Deployment's pods do.
     let mut containers = Containers::default();
     let replicas: Vec<Replica> = ["a", "b"]
@@ -141,7 +159,7 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
                 pod_name: format!("mini-kcm-{suffix}-{}", ns.name),
                 metrics: free_local_addr(),
             };
-            containers.run(&replica, &secrets.dir, apiserver_port);
+            containers.run(&replica, &manifest_args, &secrets.dir, apiserver_port);
             replica
         })
         .collect();
@@ -298,18 +316,38 @@ struct Containers {
 }
 
 impl Containers {
-    /// Runs a replica as the manifests' Deployment does: in-cluster config from the service account
-    /// folder and the KUBERNETES_SERVICE_* variables, read-only root, no capabilities, UID 65532. Host
-    /// networking reaches the plane on 127.0.0.1.
-    fn run(&mut self, replica: &Replica, secrets: &Path, apiserver_port: u16) {
+    /// Runs a replica as the manifests' Deployment does: its arguments (`manifest_args`, the
+    /// Deployment's), in-cluster config from the service account folder and the KUBERNETES_SERVICE_*
+    /// variables, read-only root, no capabilities, UID 65532. Host networking reaches the plane on
+    /// 127.0.0.1; so that two replicas can share it, each serves its metrics on a port of its own.
+    fn run(
+        &mut self,
+        replica: &Replica,
+        manifest_args: &[String],
+        secrets: &Path,
+        apiserver_port: u16,
+    ) {
         let name = replica.pod_name.clone();
         self.names.push(name.clone());
         let mount = format!(
             "{}:/var/run/secrets/kubernetes.io/serviceaccount:ro",
             secrets.display()
         );
-        let metrics = format!("--metrics-addr={}", replica.metrics);
-        docker(&[
+        let args: Vec<String> = manifest_args
+            .iter()
+            .map(|arg| {
+                if arg.starts_with("--metrics-addr=") {
+                    format!("--metrics-addr={}", replica.metrics)
+                } else {
+                    // The kubelet expands $(VAR) from the container's environment.
+                    arg.replace("$(POD_NAMESPACE)", SYSTEM_NAMESPACE)
+                }
+            })
+            .collect();
+        let pod_name_env = format!("POD_NAME={name}");
+        let pod_namespace_env = format!("POD_NAMESPACE={SYSTEM_NAMESPACE}");
+        let port_env = format!("KUBERNETES_SERVICE_PORT={apiserver_port}");
+        let mut command = vec![
             "run",
             "--detach",
             "--name",
@@ -324,24 +362,19 @@ impl Containers {
             "--user",
             "65532:65532",
             "--env",
-            &format!("POD_NAME={name}"),
+            &pod_name_env,
             "--env",
-            &format!("POD_NAMESPACE={SYSTEM_NAMESPACE}"),
+            &pod_namespace_env,
             "--env",
             "KUBERNETES_SERVICE_HOST=127.0.0.1",
             "--env",
-            &format!("KUBERNETES_SERVICE_PORT={apiserver_port}"),
+            &port_env,
             "--volume",
             &mount,
             IMAGE,
-            "run",
-            "--kinds=copies",
-            "--leader-elect=true",
-            &format!("--leader-elect-resource-namespace={SYSTEM_NAMESPACE}"),
-            "--log-format=json",
-            &metrics,
-        ])
-        .unwrap_or_else(|e| panic!("starting container {name}: {e}"));
+        ];
+        command.extend(args.iter().map(String::as_str));
+        docker(&command).unwrap_or_else(|e| panic!("starting container {name}: {e}"));
     }
 
     fn kill(&self, replica: &Replica) {
