@@ -7,6 +7,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::core::v1::ResourceQuota;
 
 use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::Pod;
@@ -18,7 +24,7 @@ use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, for_both_families,
     is_active, pod_template, selector,
 };
-use mini_kcm_manager::Kinds;
+use mini_kcm_manager::{Kinds, ManagerOptions};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
@@ -41,6 +47,8 @@ for_both_families!(
     revision_history_limit_deletes_old_replica_sets,
     orphaned_replica_set_is_adopted_again,
     a_manager_killed_mid_rollout_is_replaced_within_the_bounds,
+    replicas_of_i32_max_do_not_wedge_the_deployment,
+    a_deployment_dropped_after_failing_writes_converges_by_resync,
 );
 
 fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
@@ -740,4 +748,196 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
         .collect();
     assert_eq!(pods_before, pods_after, "no pod was recreated");
     manager.stop().await;
+}
+
+/// `replicas: 2147483647` with `maxSurge: 1` overflowed `replicas + maxSurge` (a panic in debug builds,
+/// which is how `cargo test` builds), and the panic wedged the key: patched back to 2 replicas the
+/// Deployment never converged. A ResourceQuota caps the pods at 5 meanwhile.
+async fn replicas_of_i32_max_do_not_wedge_the_deployment(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-huge", family).await;
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "pods"},
+        "spec": {"hard": {"pods": "5"}},
+    }))
+    .unwrap();
+    ns.api::<ResourceQuota>()
+        .create(&PostParams::default(), &quota)
+        .await
+        .unwrap();
+    let mut d = deployment("huge", i32::MAX, family);
+    rolling(&mut d, 1, 0);
+    let created = deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    // The surge limit saturates at i32::MAX (Go's wraps negative and would never grow the ReplicaSet).
+    wait_replica_sets(&ns, family, &uid, "a ReplicaSet sized 2147483647", |rss| {
+        rss.len() == 1 && replicas_of(rss[0]) == i32::MAX
+    })
+    .await;
+    ns.wait_for_list(
+        &ns.api::<Pod>(),
+        watcher::Config::default().labels(&app_selector("huge")),
+        "the pods the quota allows",
+        TIMEOUT,
+        |pods| pods.iter().filter(|p| is_active(p)).count() == 5,
+    )
+    .await;
+
+    patch(&ns, family, "huge", json!({"spec": {"replicas": 2}})).await;
+    wait_complete(&ns, family, "huge", 2).await;
+    for controller in ["deployment_controller", "replicaset_controller"] {
+        assert_eq!(
+            manager
+                .metric(&format!("{controller}_sync_panics_total"))
+                .await,
+            0.0,
+            "{controller} panicked"
+        );
+    }
+    manager.stop().await;
+}
+
+/// The Deployment controller drops a key after 15 failed syncs in a row (as upstream). With the
+/// manager's writes denied long enough for that (a ValidatingAdmissionPolicy on its user), the
+/// Deployment must still converge once writes are allowed again, with nobody touching it: the
+/// informers' periodic resync (here every 4-8 s) hands the key back. Without the resync this fails:
+/// the key is dropped about 9 s into the outage and nothing ever enqueues it again.
+async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: ApiFamily) {
+    let ns = TestNamespace::create(plane(), &format!("deploy-drop-{}", family.label())).await;
+    let user = format!("mini-kcm-{}", ns.name);
+    let policy = format!("deny-{}", ns.name);
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(ns.client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(ns.client.clone());
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": policy},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": ["apps", "minikcm.dev"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
+                        "resources": ["deployments", "deployments/status", "replicasets",
+                                      "replicasets/status", "replicasets/scale"],
+                    }]},
+                    "validations": [{
+                        "expression": format!("request.userInfo.username != '{user}'"),
+                        "message": "the test denies the manager's writes",
+                    }],
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": policy},
+                "spec": {
+                    "policyName": policy,
+                    "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": ns.name},
+                    }},
+                },
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // The manager as its own user (impersonated by the admin) so that only its writes are denied.
+    let mut config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(user.clone());
+    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_string()]);
+    let as_manager = kube::Client::try_from(config.clone()).unwrap();
+    wait_until_denied(&ns, family, &as_manager).await;
+
+    let kinds = match family {
+        ApiFamily::Apps => Kinds::Apps,
+        ApiFamily::Copies => Kinds::Copies,
+    };
+    let manager = TestManager::start_as(
+        &ns,
+        ManagerOptions {
+            kinds,
+            // Resync every 4-8 s instead of 12-24 h.
+            min_resync_period: Duration::from_secs(4),
+            // Retries at most 1 s apart: the 15 failures that drop the key take about 9 s.
+            deployment_max_retry_delay: Duration::from_secs(1),
+            ..Default::default()
+        },
+        Some(config),
+    )
+    .await;
+    deployments(&ns, family)
+        .create(&PostParams::default(), &deployment("web", 2, family))
+        .await
+        .unwrap();
+
+    // The outage: the writes stay denied well past the ~9 s it takes to drop the key.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let queue = format!(
+        "workqueue_retries_total{{name=\"{}\"",
+        family.queue_name("deployment")
+    );
+    let retries = manager.metric(&queue).await;
+    assert!(retries >= 15.0, "only {retries} failed syncs were retried");
+    let replica_sets_made = replica_sets(&ns, family)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        replica_sets_made.items.is_empty(),
+        "a write got through the policy"
+    );
+
+    bindings
+        .delete(&policy, &DeleteParams::default())
+        .await
+        .unwrap();
+    policies
+        .delete(&policy, &DeleteParams::default())
+        .await
+        .unwrap();
+    let allowed_at = tokio::time::Instant::now();
+    wait_complete(&ns, family, "web", 2).await;
+    eprintln!(
+        "converged {:.1}s after the manager's writes were allowed again ({retries} retries while denied)",
+        allowed_at.elapsed().as_secs_f64()
+    );
+    manager.stop().await;
+}
+
+/// Waits until the admission policy denies the manager's user (policies take effect a moment after
+/// they are created): a dry-run create of a ReplicaSet as that user, every 200 ms.
+async fn wait_until_denied(ns: &TestNamespace, family: ApiFamily, as_manager: &kube::Client) {
+    let api: Api<ReplicaSetObject> = Api::namespaced_with(
+        as_manager.clone(),
+        &ns.name,
+        &WorkloadKind::ReplicaSet.api_resource(family),
+    );
+    let probe = mini_kcm_e2e::replica_set("probe", 0, family);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        match api.create(&dry_run, &probe).await {
+            Err(kube::Error::Api(e)) if e.message.contains("the test denies") => return,
+            Ok(_) | Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => panic!("the admission policy never denied the manager: {other:?}"),
+        }
+    }
 }

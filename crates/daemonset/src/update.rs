@@ -260,7 +260,7 @@ pub fn plan_max_unavailable(
     ctx: &UpdateContext<'_>,
     max_unavailable: i32,
 ) -> RollingUpdatePlan {
-    let mut num_unavailable = 0;
+    let mut num_unavailable: i32 = 0;
     let mut always_replace = Vec::new();
     let mut candidates = Vec::new();
     for node in nodes {
@@ -290,7 +290,7 @@ pub fn plan_max_unavailable(
             }
         }
     }
-    let budget = usize::try_from(max_unavailable - num_unavailable)
+    let budget = usize::try_from(max_unavailable.saturating_sub(num_unavailable))
         .unwrap_or(0)
         .min(candidates.len());
     tracing::debug!(
@@ -322,8 +322,8 @@ pub fn plan_surge(
     let mut should_not_run_pods = Vec::new();
     let mut candidate_nodes = Vec::new();
     let mut always_nodes = Vec::new();
-    let mut num_surge = 0;
-    let mut num_available = 0;
+    let mut num_surge: i32 = 0;
+    let mut num_available: i32 = 0;
     let should_run = |node: &NodePods<'_>| {
         node.should_run
             .ok_or_else(|| UpdateError::NodeNotFound(node.node_name.to_owned()))
@@ -367,10 +367,11 @@ pub fn plan_surge(
             }
         }
     }
-    let deletable = usize::try_from(num_available - desired_number_scheduled).unwrap_or(0);
+    let deletable =
+        usize::try_from(num_available.saturating_sub(desired_number_scheduled)).unwrap_or(0);
     pods_to_delete.extend(should_not_run_pods.into_iter().take(deletable));
 
-    let budget = usize::try_from(max_surge - num_surge)
+    let budget = usize::try_from(max_surge.saturating_sub(num_surge))
         .unwrap_or(0)
         .min(candidate_nodes.len());
     tracing::debug!(

@@ -202,7 +202,7 @@ pub fn set_new_replica_set_annotations(
     }
     if !exists {
         let replicas = deployment_replicas(d);
-        changed |= set_replicas_annotations(rs, replicas, replicas + max_surge(d));
+        changed |= set_replicas_annotations(rs, replicas, replicas.saturating_add(max_surge(d)));
     }
     changed
 }

@@ -213,7 +213,9 @@ pub fn calculate_status(
 ) -> DeploymentStatus {
     let available = get_available_replica_count_for_replica_sets(all_rss);
     // More available pods than desired while scaling down: nothing is unavailable.
-    let unavailable = (get_replica_count_for_replica_sets(all_rss) - available).max(0);
+    let unavailable = get_replica_count_for_replica_sets(all_rss)
+        .saturating_sub(available)
+        .max(0);
     let current = deployment_status(d);
     let new_rss: Vec<&ReplicaSetObject> = new_rs.into_iter().collect();
     let mut status = DeploymentStatus {
@@ -227,7 +229,7 @@ pub fn calculate_status(
         terminating_replicas: get_terminating_replica_count_for_replica_sets(all_rss),
         conditions: current.conditions.clone().filter(|c| !c.is_empty()),
     };
-    let condition = if available >= deployment_replicas(d) - max_unavailable(d) {
+    let condition = if available >= deployment_replicas(d).saturating_sub(max_unavailable(d)) {
         new_deployment_condition(
             AVAILABLE,
             CONDITION_TRUE,

@@ -35,7 +35,9 @@ pub fn replica_sets_to_clean_up<'a>(
         .copied()
         .filter(|rs| rs.metadata.deletion_timestamp.is_none())
         .collect();
-    let diff = i64::try_from(cleanable.len()).unwrap_or(i64::MAX) - i64::from(limit);
+    let diff = i64::try_from(cleanable.len())
+        .unwrap_or(i64::MAX)
+        .saturating_sub(i64::from(limit));
     if diff <= 0 {
         return Vec::new();
     }

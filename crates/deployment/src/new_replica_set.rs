@@ -40,9 +40,11 @@ pub fn generate_replica_set_name(deployment: &str, hash: &str) -> String {
     format!("{prefix}-{hash}")
 }
 
-/// The revision the new ReplicaSet must carry: one above every old ReplicaSet's.
+/// The revision the new ReplicaSet must carry: one above every old ReplicaSet's. Revisions are
+/// annotations anyone can write; at `i64::MAX` Go's sum wraps to a negative revision, here it saturates
+/// (the new ReplicaSet then shares the top revision: rollback by revision gets ambiguous, nothing panics).
 pub fn new_revision(old_rss: &[&ReplicaSetObject]) -> i64 {
-    max_revision(old_rss) + 1
+    max_revision(old_rss).saturating_add(1)
 }
 
 /// The ReplicaSet to create for the Deployment's current template.
@@ -240,6 +242,18 @@ mod tests {
     use super::*;
     use crate::annotations::{DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION};
     use crate::testutil::{deployment, rs_for, ts, with_annotations};
+
+    #[test]
+    fn the_revision_after_i64_max_saturates() {
+        let top = with_annotations(
+            crate::testutil::rs("top", 0),
+            &[(
+                crate::annotations::REVISION_ANNOTATION,
+                "9223372036854775807",
+            )],
+        );
+        assert_eq!(new_revision(&[&top]), i64::MAX);
+    }
 
     fn owner(d: &DeploymentObject) -> OwnerReference {
         OwnerReference {

@@ -14,7 +14,9 @@ use crate::accessors::{
 };
 use crate::annotations::{desired_replicas_annotation, max_replicas_annotation};
 use crate::replica_sets::{cmp_by_creation, cmp_by_size_newer, cmp_by_size_older, filter_active};
-use crate::rolling::{get_replica_count_for_replica_sets, is_rolling_update, max_surge};
+use crate::rolling::{
+    get_replica_count_for_replica_sets, is_rolling_update, max_surge, saturate_to_i32,
+};
 use crate::scale::ScaleStep;
 use crate::{DeploymentObject, ReplicaSetObject};
 
@@ -46,9 +48,10 @@ pub fn replica_set_fraction(rs: &ReplicaSetObject, d: &DeploymentObject) -> i32 
     let replicas = deployment_replicas(d);
     let size = rs_replicas(rs);
     if replicas == 0 {
-        return -size;
+        return size.saturating_neg();
     }
-    let max_now = replicas + max_surge(d);
+    // Saturating where Go's int32 sum wraps (see `crate::rolling`).
+    let max_now = replicas.saturating_add(max_surge(d));
     let max_before = match max_replicas_annotation(rs) {
         Some(max) if max != 0 => max,
         // Annotation removed or zeroed by someone else: estimate from the observed size. Not exact
@@ -62,8 +65,9 @@ pub fn replica_set_fraction(rs: &ReplicaSetObject, d: &DeploymentObject) -> i32 
         }
     };
     // In i64: upstream multiplies in int32 and could overflow for absurd sizes.
-    let scaled = (i64::from(size) * i64::from(max_now)) as f64 / f64::from(max_before);
-    (scaled.round() as i64 - i64::from(size)) as i32
+    let scaled =
+        (i64::from(size).saturating_mul(i64::from(max_now))) as f64 / f64::from(max_before);
+    saturate_to_i32((scaled.round() as i64).saturating_sub(i64::from(size)))
 }
 
 /// The replicas to add to (or remove from, when negative) `rs`, given the Deployment must change by
@@ -82,7 +86,7 @@ pub fn get_proportion(
         return 0;
     }
     let fraction = replica_set_fraction(rs, d);
-    let allowed = to_add - added;
+    let allowed = to_add.saturating_sub(added);
     if to_add > 0 {
         fraction.min(allowed)
     } else {
@@ -95,11 +99,11 @@ pub fn get_proportion(
 pub fn get_replica_sets_delta(d: &DeploymentObject, active_rss: &[&ReplicaSetObject]) -> i32 {
     let replicas = deployment_replicas(d);
     let allowed = if replicas > 0 {
-        replicas + max_surge(d)
+        replicas.saturating_add(max_surge(d))
     } else {
         0
     };
-    allowed - get_replica_count_for_replica_sets(active_rss)
+    allowed.saturating_sub(get_replica_count_for_replica_sets(active_rss))
 }
 
 /// The only active ReplicaSet, or, when none is active, the new one (else the newest old one); `None`
@@ -181,15 +185,15 @@ pub fn proportional_scale_plan(
         .iter()
         .map(|rs| {
             let proportion = get_proportion(Some(rs), d, to_add, added);
-            added += proportion;
-            rs_replicas(rs) + proportion
+            added = added.saturating_add(proportion);
+            rs_replicas(rs).saturating_add(proportion)
         })
         .collect();
     // The rounding leftover goes to the largest ReplicaSet (never below 0).
     if to_add != 0
         && let Some(first) = sizes.first_mut()
     {
-        *first = (*first + to_add - added).max(0);
+        *first = first.saturating_add(to_add.saturating_sub(added)).max(0);
     }
     active
         .iter()
@@ -213,6 +217,61 @@ mod tests {
     };
     use crate::scale::scale_replica_set;
     use crate::testutil::{deployment, rs, rs_at, with_annotations, with_available};
+
+    #[test]
+    fn scaling_near_i32_max_saturates_instead_of_overflowing() {
+        const MAX: i32 = i32::MAX;
+        // The max-replicas annotation of replicas 2147483647 + maxSurge 1: Go writes the wrapped
+        // "-2147483648"; ours saturates.
+        let d = deployment("huge", MAX, 1, 0);
+        let written = scale_replica_set(&rs("huge-1", 0), MAX, &d, false).unwrap();
+        let annotations = written.metadata.annotations.unwrap();
+        assert_eq!(annotations[MAX_REPLICAS_ANNOTATION], MAX.to_string());
+        assert_eq!(annotations[DESIRED_REPLICAS_ANNOTATION], MAX.to_string());
+
+        // Back down to 2 from two huge active ReplicaSets sized for 2147483647.
+        let sized = |r: ReplicaSetObject| {
+            with_annotations(
+                r,
+                &[
+                    (DESIRED_REPLICAS_ANNOTATION, "2147483647"),
+                    (MAX_REPLICAS_ANNOTATION, "2147483647"),
+                ],
+            )
+        };
+        let new_rs = sized(rs_at("new", MAX, NEW));
+        let old = sized(rs_at("old", MAX, OLD));
+        let d = deployment("huge", 2, 1, 0);
+        assert_eq!(get_replica_sets_delta(&d, &[&new_rs, &old]), 3 - MAX);
+        // Their true total (2^32 - 2) does not fit an int32 (Go's wraps to -2 and scales *up*); the
+        // saturated one only ever scales down, and later syncs (no longer scaling events: the steps
+        // rewrite the annotations) bring the new ReplicaSet down to `replicas`.
+        let steps = proportional_scale_plan(&d, Some(&new_rs), &[&old]);
+        assert!(
+            steps.iter().all(|s| s.to >= 0 && s.to <= s.from),
+            "{steps:?}"
+        );
+        assert!(steps.iter().any(|s| s.to < s.from), "{steps:?}");
+
+        // And up to 2147483647 from two ReplicaSets: every intermediate sum saturates.
+        let small = |name: &str, at: &str| {
+            with_annotations(
+                rs_at(name, 1_000_000_000, at),
+                &[
+                    (DESIRED_REPLICAS_ANNOTATION, "2"),
+                    (MAX_REPLICAS_ANNOTATION, "3"),
+                ],
+            )
+        };
+        let (new_rs, old) = (small("new", NEW), small("old", OLD));
+        let d = deployment("huge", MAX, 1, 0);
+        let steps = proportional_scale_plan(&d, Some(&new_rs), &[&old]);
+        assert!(steps.iter().all(|s| s.to >= 0), "{steps:?}");
+        assert_eq!(
+            replica_set_fraction(&rs("x", MAX), &deployment("d", 0, 1, 0)),
+            -MAX
+        );
+    }
 
     const NEW: &str = "2016-05-20T02:00:00Z";
     const OLD: &str = "2016-05-20T01:00:00Z";

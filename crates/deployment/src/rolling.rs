@@ -2,6 +2,12 @@
 //! plans that scale the new ReplicaSet up and the old ones down (upstream's `rolling.go` and the
 //! arithmetic of `deployment_util.go`), and the predicates that judge a rollout's progress.
 //!
+//! Sizes are Go `int32`s upstream, whose arithmetic wraps; here every sum and difference of sizes
+//! saturates instead, so no input can panic a debug build. The two agree wherever Go's result is in range;
+//! they differ only for sizes near 2^31 (e.g. `replicas: 2147483647` with `maxSurge: 1`), where Go's
+//! wrapped value is meaningless (a negative pod limit that blocks the rollout) and saturation gives the
+//! intended one (a limit of `i32::MAX`).
+//!
 //! A rollout step never lets the total of `spec.replicas` over all ReplicaSets exceed
 //! `replicas + maxSurge`, and never scales old ReplicaSets down further than keeps
 //! `replicas - maxUnavailable` pods available. Unavailable pods of the new ReplicaSet do not count as
@@ -46,10 +52,22 @@ pub fn scaled_value_from_int_or_percent(
             } else {
                 scaled.floor()
             };
-            // Go converts through int to int32, wrapping; values that large fail validation anyway.
-            Ok(rounded as i64 as i32)
+            // Go converts through int to int32, wrapping (e.g. maxSurge "200%" of 2^31-1 gives -2, since
+            // only maxUnavailable is limited to 100%); saturate instead, as the DaemonSet's copy of this
+            // function does.
+            Ok(saturate_to_i32(rounded as i64))
         }
     }
+}
+
+/// `value` clamped into the `i32` range.
+pub(crate) fn saturate_to_i32(value: i64) -> i32 {
+    i32::try_from(value).unwrap_or(if value < 0 { i32::MIN } else { i32::MAX })
+}
+
+/// `Σ values`, saturating (Go's `int32` sums wrap; see the module header).
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = i32>) -> i32 {
+    values.into_iter().fold(0, i32::saturating_add)
 }
 
 /// Resolves maxSurge and maxUnavailable against `desired` replicas: surge rounds up, unavailable rounds
@@ -109,7 +127,7 @@ pub fn min_available(d: &DeploymentObject) -> i32 {
     if !is_rolling_update(d) {
         return 0;
     }
-    deployment_replicas(d) - max_unavailable(d)
+    deployment_replicas(d).saturating_sub(max_unavailable(d))
 }
 
 /// The pods a rolling Deployment may run above `spec.replicas` (0 for Recreate).
@@ -138,13 +156,17 @@ pub fn new_rs_new_replicas(
             })?;
             let surge = scaled_value_from_int_or_percent(surge, replicas, true)?;
             let current = get_replica_count_for_replica_sets(all_rss);
-            let max_total = replicas + surge;
+            // Go wraps `replicas + surge` (2147483647 + 1 is negative there, and the new ReplicaSet never
+            // grows); saturating keeps the limit at i32::MAX.
+            let max_total = replicas.saturating_add(surge);
             let new_replicas = rs_replicas(new_rs);
             if current >= max_total {
                 return Ok(new_replicas);
             }
-            let scale_up = (max_total - current).min(replicas - new_replicas);
-            Ok(new_replicas + scale_up)
+            let scale_up = max_total
+                .saturating_sub(current)
+                .min(replicas.saturating_sub(new_replicas));
+            Ok(new_replicas.saturating_add(scale_up))
         }
         RECREATE_STRATEGY => Ok(replicas),
         other => Err(Error::UnsupportedStrategy(other.to_string())),
@@ -230,8 +252,10 @@ fn cleanup_unhealthy(old: &mut [Sized], max_cleanup_count: i32) -> UnhealthyClea
         if target.replicas == 0 || target.replicas == available {
             continue;
         }
-        let count = (max_cleanup_count - result.scaled_down).min(target.replicas - available);
-        let new_replicas = target.replicas - count;
+        let count = max_cleanup_count
+            .saturating_sub(result.scaled_down)
+            .min(target.replicas.saturating_sub(available));
+        let new_replicas = target.replicas.saturating_sub(count);
         if new_replicas > target.replicas {
             tracing::debug!(
                 replica_set = ?target.rs.metadata.name,
@@ -243,7 +267,7 @@ fn cleanup_unhealthy(old: &mut [Sized], max_cleanup_count: i32) -> UnhealthyClea
             return result;
         }
         result.steps.push(target.step(new_replicas));
-        result.scaled_down += count;
+        result.scaled_down = result.scaled_down.saturating_add(count);
     }
     result
 }
@@ -264,12 +288,12 @@ pub fn scale_down_old_replica_sets_for_rolling_update(
 }
 
 fn scale_down_old(d: &DeploymentObject, available: i32, old: &mut [Sized]) -> Vec<ScaleStep> {
-    let min_available = deployment_replicas(d) - max_unavailable(d);
+    let min_available = deployment_replicas(d).saturating_sub(max_unavailable(d));
     if available <= min_available {
         return Vec::new();
     }
     old.sort_by(|a, b| cmp_by_creation(a.rs, b.rs));
-    let total = available - min_available;
+    let total = available.saturating_sub(min_available);
     let mut scaled = 0;
     let mut steps = Vec::new();
     for target in old.iter_mut() {
@@ -279,9 +303,9 @@ fn scale_down_old(d: &DeploymentObject, available: i32, old: &mut [Sized]) -> Ve
         if target.replicas == 0 {
             continue;
         }
-        let count = target.replicas.min(total - scaled);
-        steps.push(target.step(target.replicas - count));
-        scaled += count;
+        let count = target.replicas.min(total.saturating_sub(scaled));
+        steps.push(target.step(target.replicas.saturating_sub(count)));
+        scaled = scaled.saturating_add(count);
     }
     steps
 }
@@ -316,9 +340,11 @@ pub fn reconcile_old_replica_sets(
         return OldReplicaSetsPlan::default();
     }
     let all_pods = get_replica_count_for_replica_sets(all_rss);
-    let min_available = deployment_replicas(d) - max_unavailable(d);
-    let new_unavailable = rs_replicas(new_rs) - rs_available_replicas(new_rs);
-    let max_scaled_down = all_pods - min_available - new_unavailable;
+    let min_available = deployment_replicas(d).saturating_sub(max_unavailable(d));
+    let new_unavailable = rs_replicas(new_rs).saturating_sub(rs_available_replicas(new_rs));
+    let max_scaled_down = all_pods
+        .saturating_sub(min_available)
+        .saturating_sub(new_unavailable);
     let mut plan = OldReplicaSetsPlan {
         max_scaled_down,
         ..Default::default()
@@ -333,33 +359,33 @@ pub fn reconcile_old_replica_sets(
     if cleanup.aborted {
         return plan;
     }
-    let available =
-        get_available_replica_count_for_replica_sets(old_rss) + rs_available_replicas(new_rs);
+    let available = get_available_replica_count_for_replica_sets(old_rss)
+        .saturating_add(rs_available_replicas(new_rs));
     let scale_down = scale_down_old(d, available, &mut old);
-    let scaled_down: i32 = scale_down.iter().map(ScaleStep::scaled_down).sum();
+    let scaled_down = saturating_sum(scale_down.iter().map(ScaleStep::scaled_down));
     plan.steps.extend(scale_down);
-    plan.scaled = cleanup.scaled_down + scaled_down > 0;
+    plan.scaled = cleanup.scaled_down.saturating_add(scaled_down) > 0;
     plan
 }
 
 /// Σ `spec.replicas` (upstream's `GetReplicaCountForReplicaSets`).
 pub fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    rss.iter().map(|rs| rs_replicas(rs)).sum()
+    saturating_sum(rss.iter().map(|rs| rs_replicas(rs)))
 }
 
 /// Σ `status.replicas`.
 pub fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    rss.iter().map(|rs| rs_status_replicas(rs)).sum()
+    saturating_sum(rss.iter().map(|rs| rs_status_replicas(rs)))
 }
 
 /// Σ `status.readyReplicas`.
 pub fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    rss.iter().map(|rs| rs_ready_replicas(rs)).sum()
+    saturating_sum(rss.iter().map(|rs| rs_ready_replicas(rs)))
 }
 
 /// Σ `status.availableReplicas`.
 pub fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    rss.iter().map(|rs| rs_available_replicas(rs)).sum()
+    saturating_sum(rss.iter().map(|rs| rs_available_replicas(rs)))
 }
 
 /// Σ `status.terminatingReplicas`, or `None` when a ReplicaSet the ReplicaSet controller has synced
@@ -368,7 +394,7 @@ pub fn get_terminating_replica_count_for_replica_sets(rss: &[&ReplicaSetObject])
     let mut total = 0;
     for rs in rss {
         match rs_terminating_replicas(rs) {
-            Some(n) => total += n,
+            Some(n) => total = saturating_sum([total, n]),
             None if rs_observed_generation(rs) == 0 => {}
             None => return None,
         }
@@ -391,8 +417,9 @@ pub fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> b
 pub fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatus) -> bool {
     let old = deployment_status(d);
     let count = |v: Option<i32>| v.unwrap_or(0);
-    let old_old_replicas = count(old.replicas) - count(old.updated_replicas);
-    let new_old_replicas = count(new_status.replicas) - count(new_status.updated_replicas);
+    let old_old_replicas = count(old.replicas).saturating_sub(count(old.updated_replicas));
+    let new_old_replicas =
+        count(new_status.replicas).saturating_sub(count(new_status.updated_replicas));
     count(new_status.updated_replicas) > count(old.updated_replicas)
         || new_old_replicas < old_old_replicas
         || count(new_status.ready_replicas) > count(old.ready_replicas)
@@ -450,6 +477,68 @@ mod tests {
 
     fn pct(s: &str) -> IntOrString {
         IntOrString::String(s.to_string())
+    }
+
+    const MAX: i32 = i32::MAX;
+
+    #[test]
+    fn sizes_near_i32_max_saturate_instead_of_overflowing() {
+        // replicas 2147483647 + maxSurge 1 overflowed (a panic in debug builds). Go wraps to a negative
+        // limit and never grows the new ReplicaSet; saturating lets it grow to `replicas`.
+        let d = deployment("huge", MAX, 1, 0);
+        assert_eq!(max_surge(&d), 1);
+        assert_eq!(max_unavailable(&d), 0);
+        assert_eq!(min_available(&d), MAX);
+        let new_rs = rs("new", 0);
+        assert_eq!(new_rs_new_replicas(&d, &[&new_rs], &new_rs), Ok(MAX));
+        let step = reconcile_new_replica_set(&d, &[&new_rs], &new_rs)
+            .unwrap()
+            .unwrap();
+        assert_eq!((step.from, step.to), (0, MAX));
+
+        // Mid-rollout from one huge ReplicaSet to another: the sums of sizes would overflow.
+        let old = with_available(rs_at("old", MAX, "2016-05-20T00:00:00Z"), MAX);
+        let new_rs = with_available(rs_at("new", 1, "2016-05-20T01:00:00Z"), 0);
+        let all = [&old, &new_rs];
+        assert_eq!(get_replica_count_for_replica_sets(&all), MAX);
+        assert_eq!(get_available_replica_count_for_replica_sets(&all), MAX);
+        assert_eq!(new_rs_new_replicas(&d, &all, &new_rs), Ok(1));
+        let plan = reconcile_old_replica_sets(&d, &all, &[&old], &new_rs);
+        // All pods (saturated) - minAvailable - the new ReplicaSet's unavailable one.
+        assert_eq!(plan.max_scaled_down, -1);
+        assert!(plan.steps.is_empty());
+
+        // maxSurge 100% of 2^31-1 doubles it: Go wraps to -2, saturation keeps i32::MAX.
+        let d = deployment_with("huge", MAX, Some(pct("200%")), Some(pct("0%")));
+        assert_eq!(max_surge(&d), MAX);
+        assert_eq!(
+            scaled_value_from_int_or_percent(&pct("200%"), MAX, true),
+            Ok(MAX)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(&pct("-300%"), MAX, true),
+            Ok(i32::MIN)
+        );
+
+        // Unhealthy cleanup and scale-down with extreme counts.
+        let sick = with_available(rs_at("sick", MAX, "2016-05-20T00:00:00Z"), 0);
+        let cleanup = cleanup_unhealthy_replicas(&[&sick], MAX);
+        assert_eq!(cleanup.scaled_down, MAX);
+        assert_eq!(cleanup.steps[0].to, 0);
+        let d = deployment("huge", MAX, 0, MAX);
+        let steps = scale_down_old_replica_sets_for_rolling_update(&d, &[&old], &[&old]);
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].to, 0);
+
+        // Status counts that would wrap.
+        let old_status = DeploymentStatus {
+            replicas: Some(MAX),
+            updated_replicas: Some(i32::MIN),
+            ..Default::default()
+        };
+        let mut d = deployment("huge", MAX, 1, 0);
+        d.status = Some(old_status.clone().into());
+        assert!(!deployment_progressing(&d, &old_status));
     }
 
     #[test]

@@ -39,7 +39,7 @@ impl ScaleStep {
 
     /// The replicas this step removes (negative when it adds).
     pub fn scaled_down(&self) -> i32 {
-        self.from - self.to
+        self.from.saturating_sub(self.to)
     }
 }
 
@@ -59,7 +59,8 @@ pub fn scale_replica_set(
         return None;
     }
     let desired = deployment_replicas(d);
-    let max = desired + max_surge(d);
+    // Go's int32 sum wraps (max-replicas "-2147483648" for 2147483647 + 1); saturate (see `rolling`).
+    let max = desired.saturating_add(max_surge(d));
     if !size_changes && !replicas_annotations_need_update(rs, desired, max) {
         return None;
     }

@@ -26,7 +26,9 @@ use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
-pub use options::{ControllerName, Kinds, ManagerOptions};
+pub use options::{
+    ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions, parse_go_duration,
+};
 pub use version::VERSION;
 
 /// Why the manager could not run, or stopped.
@@ -119,7 +121,8 @@ pub async fn run(
         tokio::spawn(http::serve(listener, health));
     }
 
-    let informers = SharedInformers::new(informer_client, options.namespace.clone());
+    let informers = SharedInformers::new(informer_client, options.namespace.clone())
+        .with_min_resync_period(options.min_resync_period);
     let mut replica_set_controllers = Vec::new();
     if options.enabled(ControllerName::ReplicaSet) {
         let metrics = ControllerMetrics::new(
@@ -140,14 +143,20 @@ pub async fn run(
     }
     let mut deployment_controllers = Vec::new();
     if options.enabled(ControllerName::Deployment) {
+        let metrics = ControllerMetrics::new(
+            &registry,
+            "deployment_controller",
+            Some(queue_metrics.clone()),
+        )?;
         for family in &families {
             let mut d_options = DeploymentOptions::new(*family);
             d_options.workers = options.concurrent_deployment_syncs;
+            d_options.max_retry_delay = options.deployment_max_retry_delay;
             deployment_controllers.push(DeploymentController::new(
                 &informers,
                 client_for("deployment-controller")?,
                 d_options,
-                Some(queue_metrics.clone()),
+                metrics.clone(),
             ));
         }
     }

@@ -49,17 +49,21 @@ pub struct RunArgs {
     /// Where to serve /metrics, /healthz and /readyz (in a pod: `0.0.0.0:10280`).
     #[arg(long, default_value = "127.0.0.1:10280")]
     metrics_addr: SocketAddr,
+    /// The informers re-deliver every object to the controllers every [period, 2 × period) (Go
+    /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
+    #[arg(long, default_value = "12h", value_parser = mini_kcm_manager::parse_go_duration)]
+    min_resync_period: std::time::Duration,
     /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: bool,
     /// How long a standby waits after the leader's last observed renewal before taking over.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = mini_kcm_manager::parse_go_duration)]
     leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it gives up (and the process exits).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = mini_kcm_manager::parse_go_duration)]
     leader_elect_renew_deadline: Duration,
     /// How long candidates wait between attempts to acquire or renew.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = mini_kcm_manager::parse_go_duration)]
     leader_elect_retry_period: Duration,
     /// The name of the Lease.
     #[arg(long, default_value = "mini-kcm")]
@@ -67,36 +71,6 @@ pub struct RunArgs {
     /// The namespace of the Lease (default: $POD_NAMESPACE, else kube-system).
     #[arg(long)]
     leader_elect_resource_namespace: Option<String>,
-}
-
-/// Go-style durations as kube-controller-manager takes them: `15s`, `1m30s`, `500ms`, `2h`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("invalid duration {text:?} (examples: 15s, 500ms, 1m30s)");
-    let mut total = Duration::ZERO;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(invalid)?;
-        let value: f64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        rest = &rest[unit_len..];
-        total += Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| invalid())?;
-    }
-    Ok(total)
 }
 
 impl RunArgs {
@@ -115,6 +89,7 @@ impl RunArgs {
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
             metrics_addr: Some(self.metrics_addr),
+            min_resync_period: self.min_resync_period,
             leader_election: None,
             ..Default::default()
         };
@@ -165,17 +140,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_like_kube_controller_manager_flags() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("15").is_err());
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("5x").is_err());
-    }
 
     #[test]
     fn leader_election_is_on_by_default_with_upstreams_timing() {

@@ -120,6 +120,7 @@ impl ReplicaSetController {
             self.inner.queue.clone(),
             self.inner.options.workers,
             None,
+            self.inner.metrics.sync_panics.clone(),
             move |key: String| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }

@@ -5,11 +5,14 @@ use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
 
 use crate::consistency::StaleSyncSkips;
+use crate::worker::SyncPanics;
 
 #[derive(Clone)]
 pub struct ControllerMetrics {
     /// Upstream's `<subsystem>_stale_sync_skips_total`.
     pub stale_sync_skips: StaleSyncSkips,
+    /// `<subsystem>_sync_panics_total` (see `crate::worker`).
+    pub sync_panics: SyncPanics,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
 }
@@ -23,6 +26,7 @@ impl ControllerMetrics {
     ) -> Result<Self, prometheus::Error> {
         Ok(ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
+            sync_panics: SyncPanics::register(registry, subsystem)?,
             queue,
         })
     }
@@ -31,6 +35,7 @@ impl ControllerMetrics {
     pub fn unregistered() -> Self {
         ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::unregistered(),
+            sync_panics: SyncPanics::unregistered(),
             queue: None,
         }
     }

@@ -1,8 +1,23 @@
 //! The worker loop every controller shares: take a key, sync it, then forget it on success or requeue
 //! it with rate-limited backoff on failure (upstream's `processNextWorkItem`).
+//!
+//! A sync that panics is treated like a failed sync: the panic is caught, logged with the key, its
+//! message, where it happened and a backtrace, counted in `<controller>_sync_panics_total`, and the key
+//! is requeued with backoff. Without that, the worker task would die before `done`, the key would stay
+//! "processing" forever (later events only mark it dirty) and the pool would lose a worker. Upstream's
+//! controllers crash the whole process on a panic and rely on a restart; a panic here must not silently
+//! stop an object either, but it need not stop every other object.
 
+use std::backtrace::Backtrace;
+use std::cell::RefCell;
 use std::fmt::Display;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Once;
+
+use futures::FutureExt;
+use mini_kcm_workqueue::WorkQueue;
+use tracing::Instrument;
 
 /// An error a sync returns. `is_expected` marks routine retries (e.g. the cache has not caught up with
 /// our own writes yet), logged at debug rather than warn.
@@ -12,62 +27,309 @@ pub trait SyncFailure: Display {
     }
 }
 
-use mini_kcm_workqueue::WorkQueue;
-use tracing::Instrument;
+/// `<subsystem>_sync_panics_total`: syncs that panicked (each one was caught and its key requeued).
+#[derive(Clone)]
+pub struct SyncPanics(prometheus::IntCounter);
+
+impl SyncPanics {
+    /// Registers the counter under `subsystem` (e.g. `deployment_controller`).
+    pub fn register(
+        registry: &prometheus::Registry,
+        subsystem: &str,
+    ) -> Result<Self, prometheus::Error> {
+        let counter = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new(
+                "sync_panics_total",
+                "Number of syncs that panicked; each key was requeued with rate-limited backoff.",
+            )
+            .subsystem(subsystem),
+        )?;
+        registry.register(Box::new(counter.clone()))?;
+        Ok(SyncPanics(counter))
+    }
+
+    /// A counter registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        let counter = prometheus::IntCounter::new("unregistered", "unregistered")
+            .unwrap_or_else(|_| unreachable!("static metric options are valid"));
+        SyncPanics(counter)
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+/// How one sync ended.
+enum Outcome<E> {
+    Synced,
+    Failed(E),
+    Panicked(CaughtPanic),
+}
+
+/// What is known about a caught panic.
+struct CaughtPanic {
+    message: String,
+    /// `file:line:column`, from the panic hook (absent if another hook replaced ours).
+    location: Option<String>,
+    backtrace: Option<Backtrace>,
+}
 
 /// Runs `workers` concurrent workers over `queue` until it is shut down and drained. The queue guarantees
 /// one key is never synced by two workers at once. With `max_retries`, a key that failed that many
-/// times in a row is dropped until its next event (the Deployment controller's rule); otherwise failures
-/// are retried forever with backoff (ReplicaSet, DaemonSet).
+/// times in a row is dropped until its next event (the Deployment controller's rule; the informers'
+/// periodic resync brings it back); otherwise failures are retried forever with backoff (ReplicaSet,
+/// DaemonSet). A panicking sync counts as a failure (see the module header).
 pub async fn run_workers<F, Fut, E>(
     controller: &'static str,
     queue: WorkQueue<String>,
     workers: usize,
     max_retries: Option<usize>,
+    panics: SyncPanics,
     sync: F,
 ) where
     F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: SyncFailure + Send + 'static,
 {
-    // A JoinSet aborts the workers if this future is dropped: a controller that is cancelled (or
-    // crashes) stops all of its work, as a dying process would.
+    install_panic_recorder();
+    // A JoinSet aborts the workers if this future is dropped: a controller that is cancelled stops all of
+    // its work, as a dying process would.
     let mut handles = tokio::task::JoinSet::new();
     for _ in 0..workers.max(1) {
         let queue = queue.clone();
         let sync = sync.clone();
+        let panics = panics.clone();
         handles.spawn(async move {
             while let Some(key) = queue.get().await {
                 let span = tracing::info_span!("sync", controller, key = %key);
-                let result = sync(key.clone()).instrument(span.clone()).await;
-                match result {
-                    Ok(()) => queue.forget(&key),
-                    Err(e) => {
-                        let retries = queue.num_requeues(&key);
-                        if max_retries.is_some_and(|max| retries >= max) {
-                            span.in_scope(|| {
-                                tracing::warn!(error = %e, retries, "sync failed too often; dropping the key until its next change")
-                            });
-                            queue.forget(&key);
-                        } else {
-                            span.in_scope(|| {
-                                if e.is_expected() {
-                                    tracing::debug!(error = %e, retries, "requeued with backoff");
-                                } else {
-                                    tracing::warn!(error = %e, retries, "sync failed; requeued with backoff");
-                                }
-                            });
-                            queue.add_rate_limited(key.clone());
-                        }
-                    }
-                }
+                // The sync future is dropped right after a panic and nothing it touched is read
+                // afterwards except through locks that tolerate poisoning: unwinding through it is safe.
+                let outcome = match AssertUnwindSafe(sync(key.clone()).instrument(span.clone()))
+                    .catch_unwind()
+                    .await
+                {
+                    Ok(Ok(())) => Outcome::Synced,
+                    Ok(Err(e)) => Outcome::Failed(e),
+                    Err(payload) => Outcome::Panicked(caught(payload.as_ref())),
+                };
+                span.in_scope(|| handle_outcome(&queue, &key, outcome, max_retries, &panics));
                 queue.done(&key);
             }
         });
     }
     while let Some(result) = handles.join_next().await {
         if let Err(e) = result {
-            tracing::error!(controller, error = %e, "a worker panicked");
+            // Only reachable if the bookkeeping itself panics (or the task is cancelled).
+            tracing::error!(controller, error = %e, "a worker stopped unexpectedly");
         }
+    }
+}
+
+/// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does).
+fn handle_outcome<E: SyncFailure>(
+    queue: &WorkQueue<String>,
+    key: &String,
+    outcome: Outcome<E>,
+    max_retries: Option<usize>,
+    panics: &SyncPanics,
+) {
+    let retries = queue.num_requeues(key);
+    let error = match outcome {
+        Outcome::Synced => {
+            queue.forget(key);
+            return;
+        }
+        Outcome::Failed(e) => {
+            if e.is_expected() {
+                tracing::debug!(error = %e, retries, "sync failed (expected)");
+            } else {
+                tracing::warn!(error = %e, retries, "sync failed");
+            }
+            e.to_string()
+        }
+        Outcome::Panicked(panic) => {
+            panics.0.inc();
+            tracing::error!(
+                panic = %panic.message,
+                location = panic.location.as_deref().unwrap_or("unknown"),
+                retries,
+                backtrace = %panic
+                    .backtrace
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                "sync panicked; the key is requeued with backoff"
+            );
+            format!("panic: {}", panic.message)
+        }
+    };
+    if max_retries.is_some_and(|max| retries >= max) {
+        tracing::warn!(%error, retries, "sync failed too often; dropping the key until its next change or resync");
+        queue.forget(key);
+    } else {
+        queue.add_rate_limited(key.clone());
+    }
+}
+
+thread_local! {
+    /// Filled by the panic hook on the panicking thread, read by `caught` on the same thread right
+    /// after `catch_unwind` returns (a future's panic unwinds out of the `poll` that caught it).
+    static LAST_PANIC: RefCell<Option<(String, Backtrace)>> = const { RefCell::new(None) };
+}
+
+/// Chains a panic hook (once per process) that records where a panic happened and its backtrace, so the
+/// worker can log them with the key. The previous hook still runs (stderr output is unchanged).
+fn install_panic_recorder() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let location = info
+                .location()
+                .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+                .unwrap_or_default();
+            // Panics are rare; a full backtrace is worth its cost when one happens.
+            let backtrace = Backtrace::force_capture();
+            LAST_PANIC.with(|last| *last.borrow_mut() = Some((location, backtrace)));
+            previous(info);
+        }));
+    });
+}
+
+fn caught(payload: &(dyn std::any::Any + Send)) -> CaughtPanic {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_string());
+    let (location, backtrace) = match LAST_PANIC.with(|last| last.borrow_mut().take()) {
+        Some((location, backtrace)) => (Some(location), Some(backtrace)),
+        None => (None, None),
+    };
+    CaughtPanic {
+        message,
+        location,
+        backtrace,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use mini_kcm_workqueue::default_controller_rate_limiter;
+
+    #[derive(Debug)]
+    struct Never;
+    impl Display for Never {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("never")
+        }
+    }
+    impl SyncFailure for Never {}
+
+    /// Waits (on paused time, so instantly) until `synced` holds `key`, or fails after an hour of
+    /// virtual time.
+    async fn wait_synced(synced: &Arc<Mutex<Vec<String>>>, key: &str) {
+        tokio::time::timeout(Duration::from_secs(3600), async {
+            while !synced.lock().unwrap().iter().any(|k| k == key) {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{key} was never synced successfully"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_sync_is_retried_and_the_worker_survives() {
+        let queue: WorkQueue<String> =
+            WorkQueue::new("test", default_controller_rate_limiter(), None);
+        let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let synced: Arc<Mutex<Vec<String>>> = Arc::default();
+        let panics = SyncPanics::unregistered();
+        let sync = {
+            let calls = calls.clone();
+            let synced = synced.clone();
+            move |key: String| {
+                let calls = calls.clone();
+                let synced = synced.clone();
+                async move {
+                    let n = {
+                        let mut calls = calls.lock().unwrap();
+                        let n = calls.entry(key.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    tokio::task::yield_now().await;
+                    if key == "ns/flaky" && n == 1 {
+                        panic!("first sync of {key} blows up");
+                    }
+                    synced.lock().unwrap().push(key);
+                    Ok::<(), Never>(())
+                }
+            }
+        };
+        // One worker: if the panic killed it, nothing would ever be synced again.
+        let workers = tokio::spawn(run_workers(
+            "test",
+            queue.clone(),
+            1,
+            Some(15),
+            panics.clone(),
+            sync,
+        ));
+
+        queue.add("ns/flaky".to_string());
+        wait_synced(&synced, "ns/flaky").await;
+        assert_eq!(
+            calls.lock().unwrap()["ns/flaky"],
+            2,
+            "one panic, then one retry"
+        );
+        assert_eq!(panics.get(), 1);
+        // The retry succeeded, so the backoff was reset.
+        assert_eq!(queue.num_requeues(&"ns/flaky".to_string()), 0);
+
+        // The same worker keeps serving other keys, and the panicked key is not stuck "processing".
+        queue.add("ns/other".to_string());
+        wait_synced(&synced, "ns/other").await;
+        queue.add("ns/flaky".to_string());
+        tokio::time::timeout(Duration::from_secs(3600), async {
+            while calls.lock().unwrap()["ns/flaky"] < 3 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        })
+        .await
+        .expect("the key that panicked can be synced again");
+        assert_eq!(panics.get(), 1);
+        assert!(!workers.is_finished(), "the worker pool is still running");
+
+        queue.shut_down();
+        workers.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panic_is_reported_with_its_message_and_location() {
+        install_panic_recorder();
+        let outcome = AssertUnwindSafe(async { panic!("boom {}", 7) })
+            .catch_unwind()
+            .await;
+        let payload = outcome.expect_err("the future panicked");
+        let panic = caught(payload.as_ref());
+        assert_eq!(panic.message, "boom 7");
+        assert!(
+            panic
+                .location
+                .as_deref()
+                .unwrap_or_default()
+                .contains("worker.rs"),
+            "{:?}",
+            panic.location
+        );
+        assert!(panic.backtrace.is_some());
     }
 }

@@ -21,5 +21,5 @@ pub use metrics::WorkQueueMetrics;
 pub use queue::WorkQueue;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
-    default_controller_rate_limiter,
+    controller_rate_limiter, default_controller_rate_limiter,
 };

@@ -232,10 +232,19 @@ pub fn default_controller_rate_limiter<K>() -> MaxOfRateLimiter<K>
 where
     K: Eq + Hash + Clone + Send + Sync + 'static,
 {
+    controller_rate_limiter(Duration::from_secs(1000))
+}
+
+/// [`default_controller_rate_limiter`] with another per-key cap than 1000 s (tests that need a key to
+/// fail many times quickly).
+pub fn controller_rate_limiter<K>(max_item_delay: Duration) -> MaxOfRateLimiter<K>
+where
+    K: Eq + Hash + Clone + Send + Sync + 'static,
+{
     MaxOfRateLimiter::new(vec![
         Box::new(ItemExponentialFailureRateLimiter::new(
             Duration::from_millis(5),
-            Duration::from_secs(1000),
+            max_item_delay,
         )),
         Box::new(BucketRateLimiter::new(10.0, 100)),
     ])

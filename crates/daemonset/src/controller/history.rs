@@ -110,7 +110,8 @@ impl DaemonSetController {
         let (current, old): (Vec<_>, Vec<_>) = revisions
             .into_iter()
             .partition(|revision| revision_matches(&data, revision));
-        let next_revision = max_revision(old.iter().map(AsRef::as_ref)) + 1;
+        // Revisions are user-writable; Go's int64 sum wraps at the top, saturate instead.
+        let next_revision = max_revision(old.iter().map(AsRef::as_ref)).saturating_add(1);
 
         let current = match current.as_slice() {
             [] => Arc::new(

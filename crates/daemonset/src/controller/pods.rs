@@ -55,7 +55,7 @@ impl DaemonSetController {
                 .await;
             // Creations never attempted will never be observed: stop waiting for them. (Failed ones were
             // already subtracted one by one.)
-            let skipped = create_count - attempted.load(Ordering::Relaxed);
+            let skipped = create_count.saturating_sub(attempted.load(Ordering::Relaxed));
             if skipped > 0 {
                 s.expectations.lower_expectations(key, skipped, 0);
             }

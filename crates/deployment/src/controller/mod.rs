@@ -10,6 +10,7 @@ mod rollout;
 mod sync;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
@@ -19,8 +20,9 @@ use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
+use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::worker::run_workers;
-use mini_kcm_workqueue::{WorkQueue, WorkQueueMetrics, default_controller_rate_limiter};
+use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
 pub use sync::SyncError;
 
@@ -35,11 +37,22 @@ pub struct DeploymentOptions {
     pub family: ApiFamily,
     /// `--concurrent-deployment-syncs` (upstream default 5).
     pub workers: usize,
+    /// The longest delay between two retries of a failing key (client-go's default controller rate
+    /// limiter: 1000 s). Not a kube-controller-manager flag: tests lower it to reach the
+    /// [`MAX_RETRIES`] drop in seconds rather than minutes.
+    pub max_retry_delay: Duration,
 }
+
+/// The per-key cap of client-go's `DefaultControllerRateLimiter`.
+pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
 
 impl DeploymentOptions {
     pub fn new(family: ApiFamily) -> Self {
-        DeploymentOptions { family, workers: 5 }
+        DeploymentOptions {
+            family,
+            workers: 5,
+            max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
+        }
     }
 }
 
@@ -59,6 +72,7 @@ pub(crate) struct Shared {
     pub(crate) pods: Informer<Pod>,
     pub(crate) queue: WorkQueue<String>,
     pub(crate) recorder: EventRecorder,
+    pub(crate) metrics: ControllerMetrics,
 }
 
 impl DeploymentController {
@@ -68,7 +82,7 @@ impl DeploymentController {
         informers: &SharedInformers,
         client: Client,
         options: DeploymentOptions,
-        queue_metrics: Option<WorkQueueMetrics>,
+        metrics: ControllerMetrics,
     ) -> Self {
         let family = options.family;
         let controller = DeploymentController {
@@ -80,12 +94,13 @@ impl DeploymentController {
                 pods: pod_informer(informers),
                 queue: WorkQueue::new(
                     family.queue_name("deployment"),
-                    default_controller_rate_limiter(),
-                    queue_metrics,
+                    controller_rate_limiter(options.max_retry_delay),
+                    metrics.queue.clone(),
                 ),
                 recorder: EventRecorder::new(client.clone(), EVENT_COMPONENT),
                 client,
                 options,
+                metrics,
             }),
         };
         controller.register_handlers();
@@ -106,6 +121,7 @@ impl DeploymentController {
             self.inner.queue.clone(),
             self.inner.options.workers,
             Some(MAX_RETRIES),
+            self.inner.metrics.sync_panics.clone(),
             move |key: String| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }

@@ -4,6 +4,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -67,6 +68,8 @@ where
 pub struct SharedInformers {
     client: Client,
     namespace: Option<String>,
+    /// The resync period of every informer of this factory (`None`: no resync).
+    resync_period: Option<Duration>,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
     /// Watches of informers created since the last `start`.
     pending: Arc<Mutex<Vec<Pending>>>,
@@ -87,10 +90,25 @@ impl SharedInformers {
         SharedInformers {
             client,
             namespace,
+            resync_period: None,
             informers: Arc::default(),
             pending: Arc::default(),
             running: Arc::default(),
         }
+    }
+
+    /// Gives every informer of this factory a periodic resync, jittered as kube-controller-manager does:
+    /// one period drawn once per factory, uniformly in `[min, 2 × min)` (its `ResyncPeriod` is called
+    /// once per informer factory, so all informers of a factory share the draw). A zero `min` disables
+    /// the resync. Call before requesting informers.
+    pub fn with_min_resync_period(mut self, min: Duration) -> Self {
+        self.resync_period = jittered_resync_period(min, rand::random::<f64>());
+        self
+    }
+
+    /// The resync period drawn for this factory.
+    pub fn resync_period(&self) -> Option<Duration> {
+        self.resync_period
     }
 
     pub fn client(&self) -> &Client {
@@ -124,7 +142,12 @@ impl SharedInformers {
             return existing.clone();
         }
         let api = K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype);
-        let informer = Informer::new(api, K::kind(dyntype).into_owned(), indexers());
+        let informer = Informer::new(
+            api,
+            K::kind(dyntype).into_owned(),
+            indexers(),
+            self.resync_period,
+        );
         informers.insert(id, Box::new(informer.clone()));
         let synced = informer.clone();
         self.pending
@@ -160,5 +183,36 @@ impl SharedInformers {
             }
         }
         futures::future::join_all(synced).await;
+    }
+}
+
+/// `min × (1 + unit)` for `unit` in `[0, 1)`; `None` for a zero `min`.
+fn jittered_resync_period(min: Duration, unit: f64) -> Option<Duration> {
+    if min.is_zero() {
+        return None;
+    }
+    // Absurd flag values (beyond what a Duration holds) mean "never", not a panic.
+    Duration::try_from_secs_f64(min.as_secs_f64() * (1.0 + unit.clamp(0.0, 1.0))).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resync_periods_are_jittered_between_min_and_twice_min() {
+        let twelve_hours = Duration::from_secs(12 * 3600);
+        assert_eq!(
+            jittered_resync_period(twelve_hours, 0.0),
+            Some(twelve_hours)
+        );
+        assert_eq!(
+            jittered_resync_period(twelve_hours, 0.5),
+            Some(Duration::from_secs(18 * 3600))
+        );
+        let near_max = jittered_resync_period(twelve_hours, 0.999_999).unwrap();
+        assert!(near_max < 2 * twelve_hours && near_max > twelve_hours);
+        assert_eq!(jittered_resync_period(Duration::ZERO, 0.3), None);
+        assert_eq!(jittered_resync_period(Duration::MAX, 0.5), None);
     }
 }

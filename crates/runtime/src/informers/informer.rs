@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -67,13 +68,21 @@ struct Inner<K: Resource> {
     /// The highest resourceVersion delivered by the watch so far: every write with a resourceVersion at or
     /// below it is reflected in the cache (a watch delivers events in resourceVersion order).
     observed_resource_version: AtomicU64,
+    /// How often every cached object is re-delivered to the handlers as an update with old == new
+    /// (client-go's resync); `None` never.
+    resync_period: Option<Duration>,
 }
 
 impl<K> Informer<K>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    pub(crate) fn new(api: Api<K>, kind: String, indexers: Vec<Indexer<K>>) -> Self {
+    pub(crate) fn new(
+        api: Api<K>,
+        kind: String,
+        indexers: Vec<Indexer<K>>,
+        resync_period: Option<Duration>,
+    ) -> Self {
         let mut index_fns: HashMap<&'static str, IndexFn<K>> =
             indexers.into_iter().map(|i| (i.name, i.index_fn)).collect();
         index_fns.insert(
@@ -89,6 +98,7 @@ where
                 handlers: RwLock::new(Vec::new()),
                 synced,
                 observed_resource_version: AtomicU64::new(0),
+                resync_period: resync_period.filter(|p| !p.is_zero()),
             }),
         }
     }
@@ -161,6 +171,11 @@ impl<K: Resource> Informer<K> {
         let _ = rx.wait_for(|synced| *synced).await;
     }
 
+    /// The period of the resync (see [`Informer::run`]), `None` if there is none.
+    pub fn resync_period(&self) -> Option<Duration> {
+        self.inner.resync_period
+    }
+
     /// See [`Inner::observed_resource_version`].
     pub fn observed_resource_version(&self) -> u64 {
         self.inner.observed_resource_version.load(Ordering::Acquire)
@@ -217,13 +232,53 @@ impl<K> Informer<K>
 where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    /// Lists and watches until the process ends (the watch restarts with backoff on errors).
+    /// Lists and watches until the process ends (the watch restarts with backoff on errors), and every
+    /// resync period re-delivers the whole cache as updates.
     pub async fn run(self) {
         // `any_semantic`: the first list may come from the API server's watch cache, as client-go's does.
         let config = watcher::Config::default().any_semantic();
-        let mut events = std::pin::pin!(watcher(self.inner.api.clone(), config).default_backoff());
+        let events = watcher(self.inner.api.clone(), config).default_backoff();
+        self.run_on(events).await;
+    }
+
+    /// The informer's loop over a watcher's event stream (separate from [`Informer::run`] so tests can
+    /// feed events on paused time).
+    ///
+    /// The resync (client-go's `resyncPeriod`): once the cache has synced, every `resync_period` each
+    /// cached object is handed to the handlers as `Updated { old, new }` with `old` and `new` the same
+    /// object. It is what brings back keys a controller dropped (the Deployment controller gives up after
+    /// 15 failures) with nobody touching the object; handlers that only care about real changes skip
+    /// updates whose resourceVersion did not change, as upstream's do.
+    async fn run_on<S>(&self, events: S)
+    where
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    {
+        let mut events = std::pin::pin!(events);
         let mut relist: Option<HashMap<ObjectKey, Arc<K>>> = None;
-        while let Some(event) = events.next().await {
+        let period = self.inner.resync_period;
+        // The resync clock starts when the first list is in; client-go's reflector also starts its
+        // resync timer once it has listed.
+        let mut next_resync: Option<tokio::time::Instant> = None;
+        loop {
+            let resync_due = async {
+                match next_resync {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let event = tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+                () = resync_due => {
+                    let changes = self.resync();
+                    tracing::debug!(kind = %self.inner.kind, objects = changes.len(), "resync");
+                    self.notify(&changes);
+                    next_resync = period.and_then(|p| tokio::time::Instant::now().checked_add(p));
+                    continue;
+                }
+            };
             match event {
                 Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
                 Ok(watcher::Event::InitApply(object)) => {
@@ -238,6 +293,8 @@ where
                     let changes = self.replace(listed);
                     if !self.has_synced() {
                         tracing::debug!(kind = %self.inner.kind, objects = self.len(), "informer synced");
+                        next_resync =
+                            period.and_then(|p| tokio::time::Instant::now().checked_add(p));
                     }
                     self.inner.synced.send_replace(true);
                     self.notify(&changes);
@@ -267,8 +324,22 @@ where
         }
     }
 
-    /// Swaps in a fresh list and returns what changed relative to the old cache, including objects that
-    /// disappeared while the watch was down.
+    /// Every cached object as an update to itself (the resync's changes).
+    fn resync(&self) -> Vec<Change<K>> {
+        self.read(|s| {
+            s.values()
+                .map(|object| Change::Updated {
+                    old: object.clone(),
+                    new: object.clone(),
+                })
+                .collect()
+        })
+    }
+
+    /// Swaps in a fresh list and returns the changes relative to the old cache: objects that disappeared
+    /// while the watch was down are `Deleted`, new ones `Added`, and every other listed object is
+    /// `Updated`, even when its resourceVersion did not change (client-go's relist delivers `OnUpdate` for
+    /// every listed object it already knew; handlers skip equal resourceVersions where upstream's do).
     fn replace(&self, listed: HashMap<ObjectKey, Arc<K>>) -> Vec<Change<K>> {
         self.write(|store| {
             let mut changes = Vec::new();
@@ -285,10 +356,7 @@ where
             for (key, object) in listed {
                 match store.upsert(key, object.clone()) {
                     None => changes.push(Change::Added(object)),
-                    Some(old) if old.meta().resource_version != object.meta().resource_version => {
-                        changes.push(Change::Updated { old, new: object })
-                    }
-                    Some(_) => {}
+                    Some(old) => changes.push(Change::Updated { old, new: object }),
                 }
             }
             changes
@@ -325,7 +393,117 @@ mod tests {
         // A client that is never used: `replace` and handlers are tested without a watch.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        Informer::new(Api::all(client), "Pod".into(), Vec::new())
+        Informer::new(Api::all(client), "Pod".into(), Vec::new(), None)
+    }
+
+    fn describe(change: &Change<Pod>) -> String {
+        match change {
+            Change::Added(p) => format!("added {}", p.metadata.name.clone().unwrap()),
+            Change::Updated { old, new } => format!(
+                "updated {} {}->{}",
+                new.metadata.name.clone().unwrap(),
+                old.metadata.resource_version.clone().unwrap(),
+                new.metadata.resource_version.clone().unwrap()
+            ),
+            Change::Deleted(p) => format!("deleted {}", p.metadata.name.clone().unwrap()),
+        }
+    }
+
+    type EventSender =
+        futures::channel::mpsc::UnboundedSender<Result<watcher::Event<Pod>, watcher::Error>>;
+
+    /// An informer with `resync`, driven by events sent into the returned channel (no API server),
+    /// recording what its handler sees.
+    fn fed_informer(
+        resync: Option<Duration>,
+    ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let informer = Informer::new(Api::all(client), "Pod".into(), Vec::new(), resync);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        informer.add_handler(move |c: &Change<Pod>| sink.lock().unwrap().push(describe(c)));
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let runner = informer.clone();
+        tokio::spawn(async move { runner.run_on(rx).await });
+        (informer, tx, log)
+    }
+
+    fn list(tx: &EventSender, pods: &[(&str, &str)]) {
+        tx.unbounded_send(Ok(watcher::Event::Init)).unwrap();
+        for (name, rv) in pods {
+            let pod = pod(name, rv).as_ref().clone();
+            tx.unbounded_send(Ok(watcher::Event::InitApply(pod)))
+                .unwrap();
+        }
+        tx.unbounded_send(Ok(watcher::Event::InitDone)).unwrap();
+    }
+
+    /// Lets the informer task handle what was sent (paused time: no timer fires meanwhile).
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn take_sorted(log: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        let mut seen = std::mem::take(&mut *log.lock().unwrap());
+        seen.sort();
+        seen
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_delivers_every_cached_object_as_an_update_each_period() {
+        let period = Duration::from_secs(60);
+        let (informer, tx, log) = fed_informer(Some(period));
+        list(&tx, &[("a", "1"), ("b", "2")]);
+        settle().await;
+        assert!(informer.has_synced());
+        assert_eq!(take_sorted(&log), vec!["added a", "added b"]);
+
+        // Nothing before the period is over.
+        tokio::time::sleep(period - Duration::from_millis(1)).await;
+        settle().await;
+        assert!(take_sorted(&log).is_empty());
+
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        settle().await;
+        assert_eq!(take_sorted(&log), vec!["updated a 1->1", "updated b 2->2"]);
+
+        // A watch event in between, then the next period: the resync shows the current cache.
+        let pod_b = pod("b", "7").as_ref().clone();
+        tx.unbounded_send(Ok(watcher::Event::Apply(pod_b))).unwrap();
+        settle().await;
+        assert_eq!(take_sorted(&log), vec!["updated b 2->7"]);
+        tokio::time::sleep(period).await;
+        settle().await;
+        assert_eq!(take_sorted(&log), vec!["updated a 1->1", "updated b 7->7"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_resync_without_a_period() {
+        let (_informer, tx, log) = fed_informer(None);
+        list(&tx, &[("a", "1")]);
+        settle().await;
+        assert_eq!(take_sorted(&log), vec!["added a"]);
+        tokio::time::sleep(Duration::from_secs(100 * 24 * 3600)).await;
+        settle().await;
+        assert!(take_sorted(&log).is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn relist_delivers_updates_for_unchanged_objects() {
+        let (_informer, tx, log) = fed_informer(None);
+        list(&tx, &[("a", "1"), ("b", "2"), ("c", "3")]);
+        settle().await;
+        take_sorted(&log);
+        // The watch broke (e.g. 410) and the informer relisted: b changed, c is gone, a is the same.
+        list(&tx, &[("a", "1"), ("b", "5")]);
+        settle().await;
+        assert_eq!(
+            take_sorted(&log),
+            vec!["deleted c", "updated a 1->1", "updated b 2->5"]
+        );
     }
 
     #[tokio::test]
@@ -343,29 +521,19 @@ mod tests {
             ("ns/a".to_string(), pod("a", "5")),
             ("ns/c".to_string(), pod("c", "6")),
         ]));
-        let mut seen: Vec<String> = second
-            .iter()
-            .map(|c| match c {
-                Change::Added(p) => format!("added {}", p.metadata.name.clone().unwrap()),
-                Change::Updated { old, new } => format!(
-                    "updated {} {}->{}",
-                    new.metadata.name.clone().unwrap(),
-                    old.metadata.resource_version.clone().unwrap(),
-                    new.metadata.resource_version.clone().unwrap()
-                ),
-                Change::Deleted(p) => format!("deleted {}", p.metadata.name.clone().unwrap()),
-            })
-            .collect();
+        let mut seen: Vec<String> = second.iter().map(describe).collect();
         seen.sort();
         assert_eq!(seen, vec!["added c", "deleted b", "updated a 1->5"]);
         assert_eq!(informer.list_namespace("ns").len(), 2);
 
-        // An unchanged relist reports nothing.
+        // An unchanged relist still reports every listed object as updated (old == new), as client-go.
         let third = informer.replace(HashMap::from([
             ("ns/a".to_string(), pod("a", "5")),
             ("ns/c".to_string(), pod("c", "6")),
         ]));
-        assert!(third.is_empty());
+        let mut seen: Vec<String> = third.iter().map(describe).collect();
+        seen.sort();
+        assert_eq!(seen, vec!["updated a 5->5", "updated c 6->6"]);
     }
 
     #[tokio::test]
