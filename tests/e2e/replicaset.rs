@@ -494,49 +494,18 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     manager.stop().await;
 }
 
-/// `deploy/in-cluster/rbac.yaml` is all the manager needs: it runs with only that role's service account
-/// token and manages both families (watch, create and delete pods, adopt by patch, write status, events).
+/// The roles of the in-cluster manifests are all the manager needs: it runs with only the service
+/// account of `deploy/in-cluster` (`kubectl kustomize` of the base, whose ClusterRole covers the copies,
+/// and of `overlays/apps`, whose ClusterRole covers apps/v1) and manages both families (watch, create and
+/// delete pods, adopt by patch, write status, events).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_is_sufficient() {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-
     let ns = TestNamespace::create(plane(), "rbac").await;
-    let manifest = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/in-cluster/rbac.yaml"
+    mini_kcm_e2e::apply_access_objects(
+        ns.plane,
+        &["deploy/in-cluster", "deploy/in-cluster/overlays/apps"],
     );
-    let applied = std::process::Command::new(ns.plane.bin_dir.join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(&ns.plane.kubeconfig)
-        .args(["apply", "-f", manifest])
-        .output()
-        .unwrap();
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
-    let accounts: kube::Api<ServiceAccount> =
-        kube::Api::namespaced(ns.client.clone(), "mini-kcm-system");
-    let token = accounts
-        .create_token_request(
-            "mini-kcm",
-            &PostParams::default(),
-            &TokenRequest {
-                spec: Some(TokenRequestSpec {
-                    expiration_seconds: Some(3600),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-        .unwrap();
+    let token = mini_kcm_e2e::service_account_token(&ns.client).await;
     let mut config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
         .await
         .unwrap();
@@ -588,5 +557,138 @@ async fn rbac_is_sufficient() {
         },
     )
     .await;
+    for family in [ApiFamily::Apps, ApiFamily::Copies] {
+        rbac_rolls_out_a_deployment(&ns, family).await;
+        rbac_rolls_out_a_daemon_set(&ns, family).await;
+    }
     manager.stop().await;
+}
+
+/// A Deployment rolled to a new template with no history kept: ReplicaSets created, scaled (update),
+/// adopted (patch) and deleted, Deployment status and annotations written.
+async fn rbac_rolls_out_a_deployment(ns: &TestNamespace, family: ApiFamily) {
+    use k8s_openapi::api::apps::v1::DeploymentSpec;
+    use mini_kcm_runtime::kinds::{DeploymentObject, WorkloadKind};
+    let resource = WorkloadKind::Deployment.api_resource(family);
+    let api: kube::Api<DeploymentObject> =
+        kube::Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let name = format!("deploy-{}", family.label());
+    let mut d = DeploymentObject::new(
+        &name,
+        &resource,
+        DeploymentSpec {
+            replicas: Some(2),
+            revision_history_limit: Some(0),
+            selector: mini_kcm_e2e::selector(&name),
+            template: pod_template(&name),
+            ..Default::default()
+        },
+    );
+    d.status = None;
+    api.create(&PostParams::default(), &d).await.unwrap();
+    for revision in ["1", "2"] {
+        if revision == "2" {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "main", "image": "registry.k8s.io/pause:rbac"}
+                ]}}}})),
+            )
+            .await
+            .unwrap();
+        }
+        ns.wait_for_with(
+            &api,
+            resource.clone(),
+            &name,
+            &format!("revision {revision} complete"),
+            TIMEOUT,
+            |d| {
+                d.is_some_and(|d| {
+                    let s = d.status.clone().unwrap_or_default();
+                    d.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+                        .is_some_and(|r| r == revision)
+                        && s.observed_generation == d.metadata.generation
+                        && s.updated_replicas == Some(2)
+                        && s.available_replicas == Some(2)
+                        && s.replicas == Some(2)
+                })
+            },
+        )
+        .await;
+    }
+    ns.wait_for_list_with(
+        &replica_sets(ns, family),
+        family_resource(family),
+        watcher::Config::default().labels(&app_selector(&name)),
+        "the old ReplicaSet deleted (revisionHistoryLimit 0)",
+        TIMEOUT,
+        |rss| rss.len() == 1,
+    )
+    .await;
+}
+
+/// A DaemonSet on the plane's nodes rolled to a new template with no history kept: ControllerRevisions
+/// created, labelled and deleted, pods created and deleted, DaemonSet status written.
+async fn rbac_rolls_out_a_daemon_set(ns: &TestNamespace, family: ApiFamily) {
+    use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetSpec};
+    use mini_kcm_runtime::kinds::{DaemonSetObject, WorkloadKind};
+    let resource = WorkloadKind::DaemonSet.api_resource(family);
+    let api: kube::Api<DaemonSetObject> =
+        kube::Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let name = format!("ds-{}", family.label());
+    let mut ds = DaemonSetObject::new(
+        &name,
+        &resource,
+        DaemonSetSpec {
+            revision_history_limit: Some(0),
+            selector: mini_kcm_e2e::selector(&name),
+            template: pod_template(&name),
+            ..Default::default()
+        },
+    );
+    ds.status = None;
+    api.create(&PostParams::default(), &ds).await.unwrap();
+    for round in 0..2 {
+        if round == 1 {
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "main", "image": "registry.k8s.io/pause:rbac"}
+                ]}}}})),
+            )
+            .await
+            .unwrap();
+        }
+        ns.wait_for_with(
+            &api,
+            resource.clone(),
+            &name,
+            "every node's pod updated and ready",
+            TIMEOUT,
+            |ds| {
+                ds.is_some_and(|ds| {
+                    let s = ds.status.clone().unwrap_or_default();
+                    s.observed_generation == ds.metadata.generation
+                        && s.desired_number_scheduled > 0
+                        && s.number_ready == s.desired_number_scheduled
+                        && s.updated_number_scheduled == Some(s.desired_number_scheduled)
+                })
+            },
+        )
+        .await;
+    }
+    ns.wait_for_list(
+        &ns.api::<ControllerRevision>(),
+        watcher::Config::default().labels(&app_selector(&name)),
+        "only the current ControllerRevision (revisionHistoryLimit 0)",
+        TIMEOUT,
+        |revisions| revisions.len() == 1,
+    )
+    .await;
 }

@@ -1,4 +1,7 @@
-//! Workload manifests shared by the end-to-end tests.
+//! Shared by the end-to-end tests: workload manifests, the test manager, the in-cluster manifests.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 
@@ -267,4 +270,111 @@ pub async fn check_every_state<K>(
             check();
         }
     }
+}
+
+// ---- the in-cluster manifests (deploy/in-cluster) ----
+
+/// A path in the repository.
+pub fn repo_path(relative: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative)
+}
+
+/// Runs the plane's kubectl (admin kubeconfig) with `args`, `stdin` on its standard input; panics with
+/// its output when it fails. Returns its standard output and standard error.
+pub fn kubectl(
+    plane: &mini_kcm_testkit::PlaneInfo,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(plane.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&plane.kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"));
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "kubectl {args:?} failed:\n{stdout}\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+/// The objects a kustomization (a folder of the repository) builds, by the plane's `kubectl kustomize`.
+pub fn kustomize(
+    plane: &mini_kcm_testkit::PlaneInfo,
+    kustomization: &str,
+) -> Vec<serde_json::Value> {
+    let dir = repo_path(kustomization);
+    let (yaml, _) = kubectl(plane, &["kustomize", &dir.to_string_lossy()], None);
+    serde_norway::Deserializer::from_str(&yaml)
+        .map(|doc| <serde_json::Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .filter(|object| !object.is_null())
+        .collect()
+}
+
+/// The kinds that make up the service account's identity and permissions.
+const ACCESS_KINDS: [&str; 6] = [
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// Applies only the namespace, service account and RBAC objects of the kustomizations (not the
+/// Deployment: tests run the manager themselves), exactly as the manifests define them.
+pub fn apply_access_objects(plane: &mini_kcm_testkit::PlaneInfo, kustomizations: &[&str]) {
+    let items: Vec<serde_json::Value> = kustomizations
+        .iter()
+        .flat_map(|k| kustomize(plane, k))
+        .filter(|o| {
+            o["kind"]
+                .as_str()
+                .is_some_and(|kind| ACCESS_KINDS.contains(&kind))
+        })
+        .collect();
+    assert!(
+        items.iter().any(|o| o["kind"] == "ClusterRole"),
+        "no ClusterRole in {kustomizations:?}"
+    );
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    kubectl(plane, &["apply", "-f", "-"], Some(&list.to_string()));
+}
+
+/// A token of the service account mini-kcm-system/mini-kcm (a TokenRequest, valid for an hour).
+pub async fn service_account_token(client: &kube::Client) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "mini-kcm-system");
+    accounts
+        .create_token_request(
+            "mini-kcm",
+            &kube::api::PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap()
 }
