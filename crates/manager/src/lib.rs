@@ -26,9 +26,7 @@ use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
-pub use options::{
-    ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions, parse_go_duration,
-};
+pub use options::{ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions};
 pub use version::VERSION;
 
 /// Why the manager could not run, or stopped.

@@ -132,61 +132,9 @@ impl ManagerOptions {
     }
 }
 
-/// Parses a duration flag the way Go's `time.ParseDuration` reads kube-controller-manager's: a sequence
-/// of decimal numbers with units `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`, e.g. `12h`, `1h30m`, `2.5s`;
-/// `0` alone is zero. Negative durations are rejected (they mean nothing for a period).
-pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("invalid duration {text:?} (expected e.g. 12h, 90m, 2.5s)");
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = text.strip_prefix('+').unwrap_or(text);
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    let mut total = 0.0_f64;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(invalid)?;
-        let (number, tail) = rest.split_at(number_len);
-        let value: f64 = number.parse().map_err(|_| invalid())?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let seconds_per_unit = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        total += value * seconds_per_unit;
-        rest = tail;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| invalid())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_like_go() {
-        assert_eq!(parse_go_duration("12h"), Ok(DEFAULT_MIN_RESYNC_PERIOD));
-        assert_eq!(parse_go_duration("12h0m0s"), Ok(DEFAULT_MIN_RESYNC_PERIOD));
-        assert_eq!(parse_go_duration("1h30m"), Ok(Duration::from_secs(90 * 60)));
-        assert_eq!(parse_go_duration("2.5s"), Ok(Duration::from_millis(2500)));
-        assert_eq!(parse_go_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_go_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_go_duration("0s"), Ok(Duration::ZERO));
-        for bad in ["", "12", "h", "-1h", "1d", "1.2.3s", "5 s"] {
-            assert!(parse_go_duration(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn controllers_flag_follows_kube_controller_manager_syntax() {

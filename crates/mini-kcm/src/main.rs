@@ -7,6 +7,7 @@
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
+mod duration;
 mod rollout;
 mod run;
 mod up;

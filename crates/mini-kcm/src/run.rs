@@ -51,19 +51,19 @@ pub struct RunArgs {
     metrics_addr: SocketAddr,
     /// The informers re-deliver every object to the controllers every [period, 2 × period) (Go
     /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
-    #[arg(long, default_value = "12h", value_parser = mini_kcm_manager::parse_go_duration)]
+    #[arg(long, default_value = "12h", value_parser = crate::duration::parse_go_duration)]
     min_resync_period: std::time::Duration,
     /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: bool,
     /// How long a standby waits after the leader's last observed renewal before taking over.
-    #[arg(long, default_value = "15s", value_parser = mini_kcm_manager::parse_go_duration)]
+    #[arg(long, default_value = "15s", value_parser = crate::duration::parse_go_duration)]
     leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it gives up (and the process exits).
-    #[arg(long, default_value = "10s", value_parser = mini_kcm_manager::parse_go_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::duration::parse_go_duration)]
     leader_elect_renew_deadline: Duration,
     /// How long candidates wait between attempts to acquire or renew.
-    #[arg(long, default_value = "2s", value_parser = mini_kcm_manager::parse_go_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::duration::parse_go_duration)]
     leader_elect_retry_period: Duration,
     /// The name of the Lease.
     #[arg(long, default_value = "mini-kcm")]

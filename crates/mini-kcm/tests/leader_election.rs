@@ -334,8 +334,9 @@ async fn a_frozen_leader_is_replaced_and_never_writes_again() {
         .await
         .unwrap();
     let takeover = frozen.elapsed();
-    // The standby takes over a lease duration after it last saw a renewal (at most a retry period late).
-    let bound = LEASE_DURATION + RETRY_PERIOD;
+    // The standby takes over a lease duration after it last saw a renewal (at most a retry period late),
+    // plus the API calls around it on a loaded machine (see TAKEOVER_BOUND in tests/e2e/in_cluster.rs).
+    let bound = LEASE_DURATION + RETRY_PERIOD + Duration::from_secs(2);
     assert!(
         takeover <= bound,
         "takeover took {takeover:?} (bound {bound:?})"

@@ -81,7 +81,7 @@ enum Verb {
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         revision: i64,
         /// How long to watch before giving up (e.g. 30s, 5m, 1h); 0 means never.
-        #[arg(long, default_value = "0", value_parser = status::parse_go_duration)]
+        #[arg(long, default_value = "0", value_parser = crate::duration::parse_go_duration)]
         timeout: Duration,
     },
     /// Show the rollout history: revisions and change causes, or one revision's pod template.
