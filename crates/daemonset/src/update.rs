@@ -16,12 +16,11 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::num::ParseIntError;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::int_or_percent::{IntOrPercentError, Rounding, scaled_value};
 use mini_kcm_runtime::pods::ranking::is_pod_available;
 
 use crate::placement::DaemonPlacement;
@@ -32,25 +31,16 @@ use crate::{
 const ROLLING_UPDATE: &str = "RollingUpdate";
 
 /// Why a rolling update could not be planned.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpdateError {
-    InvalidMaxUnavailable(String),
-    InvalidMaxSurge(String),
+    #[error("invalid value for MaxUnavailable: {0}")]
+    InvalidMaxUnavailable(#[source] IntOrPercentError),
+    #[error("invalid value for MaxSurge: {0}")]
+    InvalidMaxSurge(#[source] IntOrPercentError),
     /// A node with daemon pods that the surge path needed to judge is not in the node list.
+    #[error("couldn't get node for nodeName {0:?}")]
     NodeNotFound(String),
 }
-
-impl fmt::Display for UpdateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::InvalidMaxUnavailable(e) => write!(f, "invalid value for MaxUnavailable: {e}"),
-            Self::InvalidMaxSurge(e) => write!(f, "invalid value for MaxSurge: {e}"),
-            Self::NodeNotFound(node) => write!(f, "couldn't get node for nodeName {node:?}"),
-        }
-    }
-}
-
-impl std::error::Error for UpdateError {}
 
 /// The DaemonSet's template generation from its `deprecated.daemonset.template.generation` annotation:
 /// `Ok(None)` without the annotation, an error if it does not parse. Callers treat an error as `None`.
@@ -85,33 +75,6 @@ pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
     hash_matches || generation_matches
 }
 
-/// Upstream `intstr.GetScaledValueFromIntOrPercent`: an int as is, or `N%` of `total`, rounded as asked.
-fn scaled_value(value: Option<&IntOrString>, total: i32, round_up: bool) -> Result<i32, String> {
-    match value {
-        None => Err("nil value for IntOrString".to_owned()),
-        Some(IntOrString::Int(v)) => Ok(*v),
-        Some(IntOrString::String(s)) => {
-            let Some(number) = s.strip_suffix('%') else {
-                return Err(
-                    "invalid value for IntOrString: invalid type: string is not a percentage"
-                        .to_owned(),
-                );
-            };
-            let percent: i64 = number
-                .parse()
-                .map_err(|e| format!("invalid value for IntOrString: invalid value {s:?}: {e}"))?;
-            // Same float arithmetic as upstream, so rounding agrees at the edges.
-            let scaled = percent as f64 * f64::from(total) / 100.0;
-            let rounded = if round_up {
-                scaled.ceil()
-            } else {
-                scaled.floor()
-            };
-            Ok(rounded as i32)
-        }
-    }
-}
-
 fn rolling_update(
     ds: &DaemonSetObject,
 ) -> Option<&k8s_openapi::api::apps::v1::RollingUpdateDaemonSet> {
@@ -126,9 +89,8 @@ fn rolling_update(
 pub fn surge_count(ds: &DaemonSetObject, number_to_schedule: i32) -> Result<i32, UpdateError> {
     match rolling_update(ds).and_then(|r| r.max_surge.as_ref()) {
         None => Ok(0),
-        Some(v) => {
-            scaled_value(Some(v), number_to_schedule, true).map_err(UpdateError::InvalidMaxSurge)
-        }
+        Some(v) => scaled_value(Some(v), number_to_schedule, Rounding::Up)
+            .map_err(UpdateError::InvalidMaxSurge),
     }
 }
 
@@ -140,7 +102,7 @@ pub fn unavailable_count(
 ) -> Result<i32, UpdateError> {
     match rolling_update(ds) {
         None => Ok(0),
-        Some(r) => scaled_value(r.max_unavailable.as_ref(), number_to_schedule, true)
+        Some(r) => scaled_value(r.max_unavailable.as_ref(), number_to_schedule, Rounding::Up)
             .map_err(UpdateError::InvalidMaxUnavailable),
     }
 }
@@ -450,6 +412,7 @@ pub(crate) mod tests {
     use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
     use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kube::api::ObjectMeta;
 
     pub(crate) fn ts(secs: i64) -> Timestamp {

@@ -37,8 +37,7 @@ pub mod replica_sets;
 pub mod rolling;
 pub mod scale;
 
-use std::fmt;
-
+use mini_kcm_runtime::int_or_percent::IntOrPercentError;
 pub use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 
 pub use annotations::{
@@ -81,27 +80,16 @@ pub use scale::{ScaleStep, scale_replica_set};
 
 /// What a decision can fail on. Upstream's validation keeps both out of stored objects; they can only
 /// come from objects that bypassed it (or from a CRD copy whose schema is looser).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// `maxSurge` / `maxUnavailable` is neither an integer nor an `"N%"` string (or is absent where
     /// upstream requires it).
-    InvalidIntOrPercent(String),
+    #[error(transparent)]
+    InvalidIntOrPercent(#[from] IntOrPercentError),
     /// A strategy type other than `RollingUpdate` and `Recreate`.
+    #[error("deployment type {0} isn't supported")]
     UnsupportedStrategy(String),
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::InvalidIntOrPercent(detail) => {
-                write!(f, "invalid value for IntOrString: {detail}")
-            }
-            Error::UnsupportedStrategy(kind) => write!(f, "deployment type {kind} isn't supported"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 #[cfg(test)]
 mod testutil;

@@ -17,6 +17,7 @@
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::int_or_percent::{Rounding, scaled_value};
 
 use crate::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, deployment_status, generation,
@@ -27,38 +28,6 @@ use crate::conditions::{PROGRESSING, get_deployment_condition, reasons};
 use crate::replica_sets::cmp_by_creation;
 use crate::scale::ScaleStep;
 use crate::{DeploymentObject, Error, ReplicaSetObject};
-
-/// An integer, or a percentage of `total` (`"N%"`) rounded up or down (upstream's
-/// `GetScaledValueFromIntOrPercent`). A string without `%` is an error.
-pub fn scaled_value_from_int_or_percent(
-    value: &IntOrString,
-    total: i32,
-    round_up: bool,
-) -> Result<i32, Error> {
-    match value {
-        IntOrString::Int(v) => Ok(*v),
-        IntOrString::String(s) => {
-            let Some(number) = s.strip_suffix('%') else {
-                return Err(Error::InvalidIntOrPercent(format!(
-                    "invalid type: string {s:?} is not a percentage"
-                )));
-            };
-            let percent: i64 = number
-                .parse()
-                .map_err(|e| Error::InvalidIntOrPercent(format!("invalid value {s:?}: {e}")))?;
-            let scaled = percent as f64 * f64::from(total) / 100.0;
-            let rounded = if round_up {
-                scaled.ceil()
-            } else {
-                scaled.floor()
-            };
-            // Go converts through int to int32, wrapping (e.g. maxSurge "200%" of 2^31-1 gives -2, since
-            // only maxUnavailable is limited to 100%); saturate instead, as the DaemonSet's copy of this
-            // function does.
-            Ok(saturate_to_i32(rounded as i64))
-        }
-    }
-}
 
 /// `value` clamped into the `i32` range.
 pub(crate) fn saturate_to_i32(value: i64) -> i32 {
@@ -80,9 +49,12 @@ pub fn resolve_fenceposts(
     desired: i32,
 ) -> Result<(i32, i32), Error> {
     let zero = IntOrString::Int(0);
-    let surge = scaled_value_from_int_or_percent(max_surge.unwrap_or(&zero), desired, true)?;
-    let mut unavailable =
-        scaled_value_from_int_or_percent(max_unavailable.unwrap_or(&zero), desired, false)?;
+    let surge = scaled_value(Some(max_surge.unwrap_or(&zero)), desired, Rounding::Up)?;
+    let mut unavailable = scaled_value(
+        Some(max_unavailable.unwrap_or(&zero)),
+        desired,
+        Rounding::Down,
+    )?;
     if surge == 0 && unavailable == 0 {
         unavailable = 1;
     }
@@ -151,10 +123,7 @@ pub fn new_rs_new_replicas(
     match strategy_type(d) {
         ROLLING_UPDATE_STRATEGY => {
             // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
-            let surge = rolling_params(d).0.ok_or_else(|| {
-                Error::InvalidIntOrPercent("nil value for IntOrString".to_string())
-            })?;
-            let surge = scaled_value_from_int_or_percent(surge, replicas, true)?;
+            let surge = scaled_value(rolling_params(d).0, replicas, Rounding::Up)?;
             let current = get_replica_count_for_replica_sets(all_rss);
             // Go wraps `replicas + surge` (2147483647 + 1 is negative there, and the new ReplicaSet never
             // grows); saturating keeps the limit at i32::MAX.
@@ -511,14 +480,6 @@ mod tests {
         // maxSurge 100% of 2^31-1 doubles it: Go wraps to -2, saturation keeps i32::MAX.
         let d = deployment_with("huge", MAX, Some(pct("200%")), Some(pct("0%")));
         assert_eq!(max_surge(&d), MAX);
-        assert_eq!(
-            scaled_value_from_int_or_percent(&pct("200%"), MAX, true),
-            Ok(MAX)
-        );
-        assert_eq!(
-            scaled_value_from_int_or_percent(&pct("-300%"), MAX, true),
-            Ok(i32::MIN)
-        );
 
         // Unhealthy cleanup and scale-down with extreme counts.
         let sick = with_available(rs_at("sick", MAX, "2016-05-20T00:00:00Z"), 0);
@@ -565,24 +526,6 @@ mod tests {
             let got = resolve_fenceposts(surge.as_ref(), unavailable.as_ref(), desired);
             assert_eq!(got.ok(), expected, "case {i}");
         }
-    }
-
-    #[test]
-    fn percent_rounding() {
-        assert_eq!(
-            scaled_value_from_int_or_percent(&pct("25%"), 10, true),
-            Ok(3)
-        );
-        assert_eq!(
-            scaled_value_from_int_or_percent(&pct("25%"), 10, false),
-            Ok(2)
-        );
-        assert_eq!(
-            scaled_value_from_int_or_percent(&IntOrString::Int(7), 10, false),
-            Ok(7)
-        );
-        assert!(scaled_value_from_int_or_percent(&pct("25"), 10, false).is_err());
-        assert!(scaled_value_from_int_or_percent(&pct("x%"), 10, false).is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetOptions};
 use mini_kcm_runtime::client::{
     ClientRateLimit, ControllerClientOptions, RestClientMetrics, WriteFence, controller_client,
 };
+use mini_kcm_runtime::controller::Controller;
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
@@ -52,6 +53,87 @@ pub enum ManagerError {
     },
     #[error("leader election: {0}")]
     LeaderElection(#[from] LeaderElectionError),
+}
+
+/// One controller the manager can run (upstream's controller descriptors): adding a controller is one
+/// entry in [`CONTROLLERS`].
+struct ControllerDescriptor {
+    name: ControllerName,
+    /// The kind it manages (its CRD copy must be installed to run for the copies).
+    kind: WorkloadKind,
+    /// Its API client's name: the end of its User-Agent and the `client` label of the request metrics.
+    client: &'static str,
+    /// The prefix of its metrics (`<subsystem>_sync_panics_total`, ...), as upstream's.
+    metrics_subsystem: &'static str,
+    /// Builds one instance for one API family on the shared informers.
+    build: fn(BuildContext<'_>, ApiFamily) -> Arc<dyn Controller>,
+}
+
+/// What a controller is built from.
+struct BuildContext<'a> {
+    informers: &'a SharedInformers,
+    /// The controller's own client (shared by its instances of both families).
+    client: kube::Client,
+    options: &'a ManagerOptions,
+    metrics: ControllerMetrics,
+}
+
+const CONTROLLERS: [ControllerDescriptor; 3] = [
+    ControllerDescriptor {
+        name: ControllerName::ReplicaSet,
+        kind: WorkloadKind::ReplicaSet,
+        client: "replicaset-controller",
+        metrics_subsystem: "replicaset_controller",
+        build: build_replica_set_controller,
+    },
+    ControllerDescriptor {
+        name: ControllerName::Deployment,
+        kind: WorkloadKind::Deployment,
+        client: "deployment-controller",
+        metrics_subsystem: "deployment_controller",
+        build: build_deployment_controller,
+    },
+    ControllerDescriptor {
+        name: ControllerName::DaemonSet,
+        kind: WorkloadKind::DaemonSet,
+        client: "daemon-set-controller",
+        metrics_subsystem: "daemonset_controller",
+        build: build_daemon_set_controller,
+    },
+];
+
+fn build_replica_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
+    let mut options = ReplicaSetOptions::new(family);
+    options.workers = cx.options.concurrent_replicaset_syncs;
+    Arc::new(ReplicaSetController::new(
+        cx.informers,
+        cx.client,
+        options,
+        cx.metrics,
+    ))
+}
+
+fn build_deployment_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
+    let mut options = DeploymentOptions::new(family);
+    options.workers = cx.options.concurrent_deployment_syncs;
+    options.max_retry_delay = cx.options.deployment_max_retry_delay;
+    Arc::new(DeploymentController::new(
+        cx.informers,
+        cx.client,
+        options,
+        cx.metrics,
+    ))
+}
+
+fn build_daemon_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
+    let mut options = DaemonSetOptions::new(family);
+    options.workers = cx.options.concurrent_daemonset_syncs;
+    Arc::new(DaemonSetController::new(
+        cx.informers,
+        cx.client,
+        options,
+        cx.metrics,
+    ))
 }
 
 /// Runs the selected controllers against the cluster of `config` until `shutdown` completes.
@@ -121,59 +203,22 @@ pub async fn run(
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
         .with_min_resync_period(options.min_resync_period);
-    let mut replica_set_controllers = Vec::new();
-    if options.enabled(ControllerName::ReplicaSet) {
+    let mut controllers: Vec<Arc<dyn Controller>> = Vec::new();
+    for descriptor in CONTROLLERS.iter().filter(|d| options.enabled(d.name)) {
         let metrics = ControllerMetrics::new(
             &registry,
-            "replicaset_controller",
+            descriptor.metrics_subsystem,
             Some(queue_metrics.clone()),
         )?;
+        let client = client_for(descriptor.client)?;
         for family in &families {
-            let mut rs_options = ReplicaSetOptions::new(*family);
-            rs_options.workers = options.concurrent_replicaset_syncs;
-            replica_set_controllers.push(ReplicaSetController::new(
-                &informers,
-                client_for("replicaset-controller")?,
-                rs_options,
-                metrics.clone(),
-            ));
-        }
-    }
-    let mut deployment_controllers = Vec::new();
-    if options.enabled(ControllerName::Deployment) {
-        let metrics = ControllerMetrics::new(
-            &registry,
-            "deployment_controller",
-            Some(queue_metrics.clone()),
-        )?;
-        for family in &families {
-            let mut d_options = DeploymentOptions::new(*family);
-            d_options.workers = options.concurrent_deployment_syncs;
-            d_options.max_retry_delay = options.deployment_max_retry_delay;
-            deployment_controllers.push(DeploymentController::new(
-                &informers,
-                client_for("deployment-controller")?,
-                d_options,
-                metrics.clone(),
-            ));
-        }
-    }
-    let mut daemon_set_controllers = Vec::new();
-    if options.enabled(ControllerName::DaemonSet) {
-        let metrics = ControllerMetrics::new(
-            &registry,
-            "daemonset_controller",
-            Some(queue_metrics.clone()),
-        )?;
-        for family in &families {
-            let mut ds_options = DaemonSetOptions::new(*family);
-            ds_options.workers = options.concurrent_daemonset_syncs;
-            daemon_set_controllers.push(DaemonSetController::new(
-                &informers,
-                client_for("daemon-set-controller")?,
-                ds_options,
-                metrics.clone(),
-            ));
+            let context = BuildContext {
+                informers: &informers,
+                client: client.clone(),
+                options: &options,
+                metrics: metrics.clone(),
+            };
+            controllers.push((descriptor.build)(context, *family));
         }
     }
     tracing::info!(
@@ -222,17 +267,8 @@ pub async fn run(
     // Everything the manager starts lives in JoinSets owned by this future: if it is dropped (or its
     // task aborted), every controller, worker and watch stops with it.
     let mut workers = tokio::task::JoinSet::new();
-    for controller in &replica_set_controllers {
-        let controller = controller.clone();
-        workers.spawn(async move { controller.run().await });
-    }
-    for controller in &deployment_controllers {
-        let controller = controller.clone();
-        workers.spawn(async move { controller.run().await });
-    }
-    for controller in &daemon_set_controllers {
-        let controller = controller.clone();
-        workers.spawn(async move { controller.run().await });
+    for controller in &controllers {
+        workers.spawn(controller.run());
     }
     tokio::select! {
         () = &mut shutdown => {}
@@ -248,13 +284,7 @@ pub async fn run(
     }
     tracing::info!("shutting down: finishing in-flight syncs");
     ready.store(false, Ordering::Release);
-    for controller in &replica_set_controllers {
-        controller.shut_down();
-    }
-    for controller in &deployment_controllers {
-        controller.shut_down();
-    }
-    for controller in &daemon_set_controllers {
+    for controller in &controllers {
         controller.shut_down();
     }
     while workers.join_next().await.is_some() {}
@@ -305,12 +335,8 @@ fn leader_metric(
 
 /// With `--kinds copies|both`, the CRDs must exist; fail clearly rather than watch a missing resource.
 async fn check_crds(client: &kube::Client, options: &ManagerOptions) -> Result<(), ManagerError> {
-    for controller in options.enabled_controllers() {
-        let kind = match controller {
-            ControllerName::ReplicaSet => WorkloadKind::ReplicaSet,
-            ControllerName::Deployment => WorkloadKind::Deployment,
-            ControllerName::DaemonSet => WorkloadKind::DaemonSet,
-        };
+    for descriptor in CONTROLLERS.iter().filter(|d| options.enabled(d.name)) {
+        let kind = descriptor.kind;
         let resource = kind.api_resource(ApiFamily::Copies);
         let api: kube::Api<kube::api::DynamicObject> =
             kube::Api::all_with(client.clone(), &resource);

@@ -1,4 +1,5 @@
-//! The status of a ReplicaSet: computed from the claimed pods (pure), written only when it changed.
+//! The status of a ReplicaSet, computed from the claimed pods (pure; `controller::status` writes it only
+//! when it changed).
 //!
 //! A copy's status also carries `status.selector` (see [`StatusWithSelector`]), which its scale
 //! subresource reports to HorizontalPodAutoscalers: computed here with the counts, so a copy whose stored
@@ -10,8 +11,6 @@ use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::PostParams;
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use mini_kcm_runtime::selector::Selector;
@@ -20,7 +19,8 @@ use mini_kcm_runtime::selector::Selector;
 pub const REPLICA_FAILURE: &str = "ReplicaFailure";
 
 /// What went wrong while managing replicas, for the `ReplicaFailure` condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct ManageFailure {
     /// `FailedCreate` (too few pods) or `FailedDelete` (too many).
     pub reason: &'static str,
@@ -118,43 +118,6 @@ pub fn status_changed(rs: &ReplicaSetObject, new: &StatusWithSelector<ReplicaSet
         || old.terminating_replicas != new.terminating_replicas
         || rs.metadata.generation != old.observed_generation
         || old.status.conditions.unwrap_or_default() != new.conditions.clone().unwrap_or_default()
-}
-
-/// Writes `new` (with `observedGeneration`) through the status subresource, unless nothing changed.
-/// Uses the cached object's resourceVersion; on failure reads the ReplicaSet fresh and retries once
-/// (upstream's `statusUpdateRetries = 1`). Returns the ReplicaSet as stored.
-pub async fn update_status(
-    api: &Api<ReplicaSetObject>,
-    rs: &ReplicaSetObject,
-    mut new: StatusWithSelector<ReplicaSetStatus>,
-) -> Result<ReplicaSetObject, kube::Error> {
-    if !status_changed(rs, &new) {
-        return Ok(rs.clone());
-    }
-    new.observed_generation = rs.metadata.generation;
-    let name = rs.metadata.name.clone().unwrap_or_default();
-    let mut target = rs.clone();
-    for attempt in 0..=1 {
-        target.status = Some(new.clone());
-        tracing::debug!(
-            replicas = new.replicas,
-            ready = new.ready_replicas,
-            available = new.available_replicas,
-            "updating status"
-        );
-        match api
-            .replace_status(&name, &PostParams::default(), &target)
-            .await
-        {
-            Ok(stored) => return Ok(stored),
-            Err(e) if attempt == 0 => {
-                tracing::debug!(error = %e, "status update failed; retrying once with a fresh read");
-                target = api.get(&name).await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!("the loop returns on its last attempt")
 }
 
 #[cfg(test)]

@@ -6,8 +6,14 @@
 //! remember the highest resourceVersion we wrote per kind, and skip the owner's sync (it is requeued by
 //! the event that brings the write) until every involved informer has delivered that resourceVersion.
 
+use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use kube::Resource;
+
+use crate::controller::ObjectKey;
+use crate::informers::Informer;
 
 /// Upstream's `<controller>_stale_sync_skips_total{group, resource}`: syncs skipped because the caches
 /// had not yet seen the controller's own writes.
@@ -58,41 +64,48 @@ pub struct ConsistencyStore {
 
 #[derive(Default)]
 struct Inner {
-    kinds: HashMap<&'static str, ObservedVersion>,
-    writes: HashMap<String, HashMap<&'static str, u64>>,
+    /// Per written type (e.g. `Pod`, `ReplicaSetObject`), how far its informer has got.
+    kinds: HashMap<TypeId, ObservedVersion>,
+    writes: HashMap<ObjectKey, HashMap<TypeId, u64>>,
 }
 
 impl ConsistencyStore {
-    /// Declares the informer that shows writes of `kind`.
-    pub fn track_kind(&self, kind: &'static str, observed: ObservedVersion) {
-        self.lock().kinds.insert(kind, observed);
+    /// Declares `informer` as the cache that shows this controller's writes of `K`.
+    pub fn track<K: Resource + Send + Sync + 'static>(&self, informer: &Informer<K>) {
+        let informer = informer.clone();
+        self.track_with::<K>(Arc::new(move || informer.observed_resource_version()));
     }
 
-    /// Records that a write for `owner_key` produced `resource_version` of `kind`.
-    pub fn record_write(
-        &self,
-        owner_key: &str,
-        kind: &'static str,
-        resource_version: Option<&str>,
-    ) {
-        let Some(rv) = resource_version.and_then(|rv| rv.parse::<u64>().ok()) else {
+    /// Declares how far the cache of `K` has got (for tests: any function).
+    pub fn track_with<K: 'static>(&self, observed: ObservedVersion) {
+        self.lock().kinds.insert(TypeId::of::<K>(), observed);
+    }
+
+    /// Records that a write for `owner` produced `written` (its resourceVersion must become visible).
+    pub fn record_write<K: Resource + 'static>(&self, owner: &ObjectKey, written: &K) {
+        let Some(rv) = written
+            .meta()
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok())
+        else {
             return;
         };
         let mut inner = self.lock();
         let entry = inner
             .writes
-            .entry(owner_key.to_string())
+            .entry(owner.clone())
             .or_default()
-            .entry(kind)
+            .entry(TypeId::of::<K>())
             .or_default();
         *entry = (*entry).max(rv);
     }
 
     /// Whether every recorded write of `owner_key` is visible in the caches. Forgets the record once it
     /// is, so the common case costs one map lookup.
-    pub fn is_ready(&self, owner_key: &str) -> bool {
+    pub fn is_ready(&self, owner: &ObjectKey) -> bool {
         let mut inner = self.lock();
-        let Some(writes) = inner.writes.get(owner_key) else {
+        let Some(writes) = inner.writes.get(owner) else {
             return true;
         };
         let caught_up = writes.iter().all(|(kind, rv)| {
@@ -102,14 +115,14 @@ impl ConsistencyStore {
                 .is_none_or(|observed| observed() >= *rv)
         });
         if caught_up {
-            inner.writes.remove(owner_key);
+            inner.writes.remove(owner);
         }
         caught_up
     }
 
     /// Drops the record (owner deleted or gone).
-    pub fn clear(&self, owner_key: &str) {
-        self.lock().writes.remove(owner_key);
+    pub fn clear(&self, owner: &ObjectKey) {
+        self.lock().writes.remove(owner);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -122,7 +135,19 @@ impl ConsistencyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ObjectMeta;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn at<K: Resource + Default>(rv: &str) -> K {
+        let mut object = K::default();
+        *object.meta_mut() = ObjectMeta {
+            resource_version: Some(rv.into()),
+            ..Default::default()
+        };
+        object
+    }
 
     #[test]
     fn sync_waits_until_every_written_version_is_observed() {
@@ -130,25 +155,23 @@ mod tests {
         let owners_seen = Arc::new(AtomicU64::new(10));
         let store = ConsistencyStore::default();
         let p = pods_seen.clone();
-        store.track_kind("Pod", Arc::new(move || p.load(Ordering::SeqCst)));
+        store.track_with::<Pod>(Arc::new(move || p.load(Ordering::SeqCst)));
         let o = owners_seen.clone();
-        store.track_kind("ReplicaSet", Arc::new(move || o.load(Ordering::SeqCst)));
+        store.track_with::<ReplicaSet>(Arc::new(move || o.load(Ordering::SeqCst)));
+        let rs = ObjectKey::new("ns", "rs");
 
-        assert!(store.is_ready("ns/rs"), "nothing written yet");
-        store.record_write("ns/rs", "Pod", Some("15"));
-        store.record_write("ns/rs", "Pod", Some("12"));
-        store.record_write("ns/rs", "ReplicaSet", Some("16"));
-        assert!(!store.is_ready("ns/rs"));
+        assert!(store.is_ready(&rs), "nothing written yet");
+        store.record_write(&rs, &at::<Pod>("15"));
+        store.record_write(&rs, &at::<Pod>("12"));
+        store.record_write(&rs, &at::<ReplicaSet>("16"));
+        assert!(!store.is_ready(&rs));
         pods_seen.store(15, Ordering::SeqCst);
-        assert!(
-            !store.is_ready("ns/rs"),
-            "the status write is not visible yet"
-        );
+        assert!(!store.is_ready(&rs), "the status write is not visible yet");
         owners_seen.store(20, Ordering::SeqCst);
-        assert!(store.is_ready("ns/rs"));
-        assert!(store.is_ready("other/rs"));
-        store.record_write("ns/rs", "Pod", Some("99"));
-        store.clear("ns/rs");
-        assert!(store.is_ready("ns/rs"));
+        assert!(store.is_ready(&rs));
+        assert!(store.is_ready(&ObjectKey::new("other", "rs")));
+        store.record_write(&rs, &at::<Pod>("99"));
+        store.clear(&rs);
+        assert!(store.is_ready(&rs));
     }
 }

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::controller::ObjectKey;
+
 /// After this long unmet expectations are ignored and the owner syncs anyway (upstream `ExpectationsTimeout`).
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
@@ -43,7 +45,7 @@ impl Record {
 /// Per-owner expected creations/deletions. Cloning shares the same table.
 #[derive(Debug, Clone, Default)]
 pub struct ControllerExpectations {
-    records: Arc<Mutex<HashMap<String, Record>>>,
+    records: Arc<Mutex<HashMap<ObjectKey, Record>>>,
 }
 
 /// Counts arrive as `usize` from the callers' collections; saturate rather than wrap if one is ever absurd.
@@ -62,23 +64,23 @@ impl ControllerExpectations {
     }
 
     /// The outstanding counts for `key`, if a record exists (expired records are still returned).
-    pub fn get(&self, key: &str) -> Option<ExpectedCounts> {
+    pub fn get(&self, key: &ObjectKey) -> Option<ExpectedCounts> {
         lock(&self.records).get(key).map(|r| r.counts)
     }
 
     /// Whether the owner may sync: no record, both counters ≤ 0, or the record has expired.
-    pub fn satisfied_expectations(&self, key: &str) -> bool {
+    pub fn satisfied_expectations(&self, key: &ObjectKey) -> bool {
         let records = lock(&self.records);
         let Some(record) = records.get(key) else {
             tracing::trace!(
-                controller = key,
+                controller = %key,
                 "no expectations recorded (or already deleted)"
             );
             return true;
         };
         if record.fulfilled() {
             tracing::trace!(
-                controller = key,
+                controller = %key,
                 add = record.counts.add,
                 del = record.counts.del,
                 "expectations fulfilled"
@@ -86,7 +88,7 @@ impl ControllerExpectations {
             true
         } else if record.expired() {
             tracing::debug!(
-                controller = key,
+                controller = %key,
                 add = record.counts.add,
                 del = record.counts.del,
                 "expectations expired"
@@ -94,7 +96,7 @@ impl ControllerExpectations {
             true
         } else {
             tracing::trace!(
-                controller = key,
+                controller = %key,
                 add = record.counts.add,
                 del = record.counts.del,
                 "still waiting on expectations"
@@ -104,13 +106,13 @@ impl ControllerExpectations {
     }
 
     /// Replaces any record for `key` with these counts, stamped now.
-    pub fn set_expectations(&self, key: &str, add: usize, del: usize) {
+    pub fn set_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         let counts = ExpectedCounts {
             add: as_count(add),
             del: as_count(del),
         };
         tracing::debug!(
-            controller = key,
+            controller = %key,
             add = counts.add,
             del = counts.del,
             "setting expectations"
@@ -119,49 +121,49 @@ impl ControllerExpectations {
             counts,
             set_at: Instant::now(),
         };
-        lock(&self.records).insert(key.to_owned(), record);
+        lock(&self.records).insert(key.clone(), record);
     }
 
-    pub fn expect_creations(&self, key: &str, adds: usize) {
+    pub fn expect_creations(&self, key: &ObjectKey, adds: usize) {
         self.set_expectations(key, adds, 0);
     }
 
-    pub fn expect_deletions(&self, key: &str, dels: usize) {
+    pub fn expect_deletions(&self, key: &ObjectKey, dels: usize) {
         self.set_expectations(key, 0, dels);
     }
 
     /// Lowers the counters of an existing record; without a record nothing happens. The timestamp is kept.
-    pub fn lower_expectations(&self, key: &str, add: usize, del: usize) {
+    pub fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.adjust(key, -as_count(add), -as_count(del), "lowered expectations");
     }
 
     /// Raises the counters of an existing record; without a record nothing happens. The timestamp is kept.
-    pub fn raise_expectations(&self, key: &str, add: usize, del: usize) {
+    pub fn raise_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.adjust(key, as_count(add), as_count(del), "raised expectations");
     }
 
     /// One expected creation was seen (or will never happen because the create failed).
-    pub fn creation_observed(&self, key: &str) {
+    pub fn creation_observed(&self, key: &ObjectKey) {
         self.lower_expectations(key, 1, 0);
     }
 
     /// One expected deletion was seen (or will never happen because the delete failed).
-    pub fn deletion_observed(&self, key: &str) {
+    pub fn deletion_observed(&self, key: &ObjectKey) {
         self.lower_expectations(key, 0, 1);
     }
 
     /// Forgets the owner (deleted, not found, or recreated under the same name).
-    pub fn delete_expectations(&self, key: &str) {
+    pub fn delete_expectations(&self, key: &ObjectKey) {
         lock(&self.records).remove(key);
     }
 
-    fn adjust(&self, key: &str, add: i64, del: i64, what: &str) {
+    fn adjust(&self, key: &ObjectKey, add: i64, del: i64, what: &str) {
         let mut records = lock(&self.records);
         if let Some(record) = records.get_mut(key) {
             record.counts.add = record.counts.add.saturating_add(add);
             record.counts.del = record.counts.del.saturating_add(del);
             tracing::trace!(
-                controller = key,
+                controller = %key,
                 add = record.counts.add,
                 del = record.counts.del,
                 "{what}"
@@ -177,7 +179,7 @@ impl ControllerExpectations {
 pub struct UidTrackingExpectations {
     counts: ControllerExpectations,
     /// Lock order: this lock first, then the one inside `counts`.
-    pending_deletions: Arc<Mutex<HashMap<String, BTreeSet<String>>>>,
+    pending_deletions: Arc<Mutex<HashMap<ObjectKey, BTreeSet<ObjectKey>>>>,
 }
 
 impl UidTrackingExpectations {
@@ -185,54 +187,54 @@ impl UidTrackingExpectations {
         Self::default()
     }
 
-    pub fn get(&self, key: &str) -> Option<ExpectedCounts> {
+    pub fn get(&self, key: &ObjectKey) -> Option<ExpectedCounts> {
         self.counts.get(key)
     }
 
-    pub fn satisfied_expectations(&self, key: &str) -> bool {
+    pub fn satisfied_expectations(&self, key: &ObjectKey) -> bool {
         self.counts.satisfied_expectations(key)
     }
 
-    pub fn expect_creations(&self, key: &str, adds: usize) {
+    pub fn expect_creations(&self, key: &ObjectKey, adds: usize) {
         self.counts.expect_creations(key, adds);
     }
 
-    pub fn creation_observed(&self, key: &str) {
+    pub fn creation_observed(&self, key: &ObjectKey) {
         self.counts.creation_observed(key);
     }
 
-    pub fn lower_expectations(&self, key: &str, add: usize, del: usize) {
+    pub fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.counts.lower_expectations(key, add, del);
     }
 
-    pub fn raise_expectations(&self, key: &str, add: usize, del: usize) {
+    pub fn raise_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.counts.raise_expectations(key, add, del);
     }
 
     /// Records that the pods `pod_keys` are about to be deleted: replaces the owner's pending set and sets
     /// del = number of distinct keys (add = 0).
-    pub fn expect_deletions(&self, key: &str, pod_keys: Vec<String>) {
-        let expected: BTreeSet<String> = pod_keys.into_iter().collect();
-        tracing::debug!(controller = key, pods = ?expected, "waiting on deletions");
+    pub fn expect_deletions(&self, key: &ObjectKey, pod_keys: Vec<ObjectKey>) {
+        let expected: BTreeSet<ObjectKey> = pod_keys.into_iter().collect();
+        tracing::debug!(controller = %key, pods = ?expected, "waiting on deletions");
         let mut pending = lock(&self.pending_deletions);
         if let Some(existing) = pending.get(key).filter(|set| !set.is_empty()) {
             // Syncs only delete once earlier expectations are met, so leftovers here point to a bookkeeping bug.
-            tracing::error!(controller = key, pods = ?existing, "clobbering existing expected deletions");
+            tracing::error!(controller = %key, pods = ?existing, "clobbering existing expected deletions");
         }
         let count = expected.len();
-        pending.insert(key.to_owned(), expected);
+        pending.insert(key.clone(), expected);
         self.counts.expect_deletions(key, count);
     }
 
     /// Counts the deletion of `pod_key` if (and only if) it is still pending for the owner.
-    pub fn deletion_observed(&self, key: &str, pod_key: &str) {
+    pub fn deletion_observed(&self, key: &ObjectKey, pod_key: &ObjectKey) {
         let mut pending = lock(&self.pending_deletions);
         if let Some(set) = pending.get_mut(key)
             && set.remove(pod_key)
         {
             tracing::trace!(
-                controller = key,
-                pod = pod_key,
+                controller = %key,
+                pod = %pod_key,
                 "observed expected deletion"
             );
             self.counts.deletion_observed(key);
@@ -240,14 +242,14 @@ impl UidTrackingExpectations {
     }
 
     /// Forgets both the counters and the pending pod set of the owner.
-    pub fn delete_expectations(&self, key: &str) {
+    pub fn delete_expectations(&self, key: &ObjectKey) {
         let mut pending = lock(&self.pending_deletions);
         self.counts.delete_expectations(key);
         pending.remove(key);
     }
 
     /// A copy of the pod keys still expected to be deleted, if the owner has a pending set.
-    pub fn get_uids(&self, key: &str) -> Option<BTreeSet<String>> {
+    pub fn get_uids(&self, key: &ObjectKey) -> Option<BTreeSet<ObjectKey>> {
         lock(&self.pending_deletions).get(key).cloned()
     }
 }
@@ -256,11 +258,17 @@ impl UidTrackingExpectations {
 mod tests {
     use super::*;
 
+    /// A key from upstream's `namespace/name` spelling.
+    fn k(key: &str) -> ObjectKey {
+        let (namespace, name) = key.split_once('/').unwrap();
+        ObjectKey::new(namespace, name)
+    }
+
     // Mirrors TestControllerExpectations; upstream's fake 30 s TTL store is our real EXPECTATIONS_TIMEOUT.
     #[tokio::test(start_paused = true)]
     async fn controller_expectations() {
         let e = ControllerExpectations::new();
-        let key = "default/rc";
+        let key = &k("default/rc");
         let (adds, dels) = (10, 30);
         e.set_expectations(key, adds, dels);
         assert_eq!(e.get(key), Some(ExpectedCounts { add: 10, del: 30 }));
@@ -304,7 +312,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn adjustments_keep_the_timestamp() {
         let e = ControllerExpectations::new();
-        let key = "ns/rs";
+        let key = &k("ns/rs");
         e.expect_creations(key, 3);
         assert_eq!(e.get(key), Some(ExpectedCounts { add: 3, del: 0 }));
         tokio::time::advance(EXPECTATIONS_TIMEOUT - Duration::from_secs(10)).await;
@@ -331,20 +339,20 @@ mod tests {
     #[test]
     fn missing_records() {
         let e = ControllerExpectations::new();
-        assert!(e.satisfied_expectations("ns/none"));
+        assert!(e.satisfied_expectations(&k("ns/none")));
         // Observations without a record do not create one.
-        e.creation_observed("ns/none");
-        e.deletion_observed("ns/none");
-        e.raise_expectations("ns/none", 5, 5);
-        assert_eq!(e.get("ns/none"), None);
-        assert!(e.satisfied_expectations("ns/none"));
+        e.creation_observed(&k("ns/none"));
+        e.deletion_observed(&k("ns/none"));
+        e.raise_expectations(&k("ns/none"), 5, 5);
+        assert_eq!(e.get(&k("ns/none")), None);
+        assert!(e.satisfied_expectations(&k("ns/none")));
 
-        e.expect_creations("ns/a", 1);
+        e.expect_creations(&k("ns/a"), 1);
         let shared = e.clone();
-        assert!(!shared.satisfied_expectations("ns/a"));
-        shared.delete_expectations("ns/a");
-        assert_eq!(e.get("ns/a"), None);
-        assert!(e.satisfied_expectations("ns/a"));
+        assert!(!shared.satisfied_expectations(&k("ns/a")));
+        shared.delete_expectations(&k("ns/a"));
+        assert_eq!(e.get(&k("ns/a")), None);
+        assert!(e.satisfied_expectations(&k("ns/a")));
     }
 
     // Mirrors TestUIDExpectations.
@@ -352,9 +360,9 @@ mod tests {
     fn uid_expectations() {
         let uid_exp = UidTrackingExpectations::new();
         for replicas in [2, 1, 0, 5] {
-            let key = format!("default/rc-{replicas}");
-            let pod_keys: Vec<String> = (0..5)
-                .map(|i| format!("default/pod{i}-rc-{replicas}"))
+            let key = ObjectKey::new("default", format!("rc-{replicas}"));
+            let pod_keys: Vec<ObjectKey> = (0..5)
+                .map(|i| ObjectKey::new("default", format!("pod{i}-rc-{replicas}")))
                 .collect();
             uid_exp.expect_deletions(&key, pod_keys.clone());
             assert!(
@@ -379,8 +387,8 @@ mod tests {
     #[test]
     fn uid_deletions_count_once() {
         let e = UidTrackingExpectations::new();
-        let key = "ns/rs";
-        e.expect_deletions(key, vec!["ns/a".into(), "ns/b".into(), "ns/a".into()]);
+        let key = &k("ns/rs");
+        e.expect_deletions(key, vec![k("ns/a"), k("ns/b"), k("ns/a")]);
         assert_eq!(
             e.get(key),
             Some(ExpectedCounts { add: 0, del: 2 }),
@@ -388,22 +396,22 @@ mod tests {
         );
 
         // deletionTimestamp update, then the final delete event: one decrement.
-        e.deletion_observed(key, "ns/a");
-        e.deletion_observed(key, "ns/a");
+        e.deletion_observed(key, &k("ns/a"));
+        e.deletion_observed(key, &k("ns/a"));
         assert_eq!(e.get(key), Some(ExpectedCounts { add: 0, del: 1 }));
         // A pod that was not expected does not count.
-        e.deletion_observed(key, "ns/other");
-        e.deletion_observed("ns/other-rs", "ns/b");
+        e.deletion_observed(key, &k("ns/other"));
+        e.deletion_observed(&k("ns/other-rs"), &k("ns/b"));
         assert_eq!(e.get(key), Some(ExpectedCounts { add: 0, del: 1 }));
-        assert_eq!(e.get_uids(key), Some(BTreeSet::from(["ns/b".to_owned()])));
+        assert_eq!(e.get_uids(key), Some(BTreeSet::from([k("ns/b")])));
         assert!(!e.satisfied_expectations(key));
 
         // Clobbering replaces the pending set (and logs an error).
-        e.expect_deletions(key, vec!["ns/c".into()]);
-        assert_eq!(e.get_uids(key), Some(BTreeSet::from(["ns/c".to_owned()])));
-        e.deletion_observed(key, "ns/b");
+        e.expect_deletions(key, vec![k("ns/c")]);
+        assert_eq!(e.get_uids(key), Some(BTreeSet::from([k("ns/c")])));
+        e.deletion_observed(key, &k("ns/b"));
         assert_eq!(e.get(key), Some(ExpectedCounts { add: 0, del: 1 }));
-        e.deletion_observed(key, "ns/c");
+        e.deletion_observed(key, &k("ns/c"));
         assert!(e.satisfied_expectations(key));
 
         // Creations go through the plain counters.

@@ -1,11 +1,14 @@
 //! The shared machinery of mini-kcm's controllers, written once and used by the ReplicaSet, Deployment and
 //! DaemonSet controllers.
 
+pub mod api_errors;
 pub mod client;
 pub mod consistency;
+pub mod controller;
 pub mod events;
 pub mod expectations;
 pub mod informers;
+pub mod int_or_percent;
 pub mod kinds;
 pub mod metrics;
 pub mod ownership;

@@ -19,6 +19,8 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use crate::api_errors::{is_invalid, is_not_found};
+use crate::controller::ObjectKey;
 use crate::kinds::controller_ref;
 
 /// The owner side of a claim.
@@ -110,7 +112,11 @@ pub struct Claimed<K> {
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
     #[error("cannot adopt for {owner}: {reason}")]
-    CannotAdopt { owner: String, reason: String },
+    CannotAdopt {
+        owner: ObjectKey,
+        #[source]
+        reason: AdoptionRefused,
+    },
     #[error("{action} {child} failed: {source}")]
     Patch {
         action: &'static str,
@@ -118,6 +124,21 @@ pub enum ClaimError {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Why the live re-check of an owner refused adoption.
+#[derive(Debug, thiserror::Error)]
+pub enum AdoptionRefused {
+    #[error("reading the owner: {0}")]
+    Read(#[source] kube::Error),
+    #[error("the original {kind} is gone: got uid {got:?}, wanted {wanted:?}")]
+    Replaced {
+        kind: String,
+        got: Option<String>,
+        wanted: Option<String>,
+    },
+    #[error("the {kind} is being deleted")]
+    Deleting { kind: String },
 }
 
 /// Claims `candidates` for `owner` (see the module docs). `matches` is the owner's selector;
@@ -129,7 +150,7 @@ pub async fn claim<K, M>(
     owner: &OwnerInfo,
     candidates: Vec<Arc<K>>,
     matches: M,
-    can_adopt: impl AsyncFnOnce() -> Result<(), ClaimError>,
+    can_adopt: impl AsyncFnOnce() -> Result<(), AdoptionRefused>,
 ) -> Result<Claimed<K>, ClaimError>
 where
     K: Resource + Clone + Debug + DeserializeOwned,
@@ -141,7 +162,9 @@ where
         released: Vec::new(),
     };
     let mut first_error = None;
-    let mut adoption_allowed: Option<Result<(), String>> = None;
+    // The re-check runs once, before the first adoption; a refusal stops every adoption of this pass.
+    let mut adoption_checked = false;
+    let mut adoption_refused = false;
     let mut can_adopt = Some(can_adopt);
     for child in candidates {
         let meta = child.meta();
@@ -150,18 +173,19 @@ where
             ClaimAction::Keep => outcome.claimed.push(child),
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
-                if adoption_allowed.is_none() {
-                    let check = match can_adopt.take() {
-                        Some(check) => check().await.map_err(|e| e.to_string()),
-                        None => Ok(()),
-                    };
-                    adoption_allowed = Some(check);
+                if !adoption_checked {
+                    adoption_checked = true;
+                    if let Some(check) = can_adopt.take()
+                        && let Err(reason) = check().await
+                    {
+                        adoption_refused = true;
+                        first_error.get_or_insert(ClaimError::CannotAdopt {
+                            owner: ObjectKey::new(owner.namespace.clone(), owner.name.clone()),
+                            reason,
+                        });
+                    }
                 }
-                if let Some(Err(reason)) = &adoption_allowed {
-                    first_error.get_or_insert(ClaimError::CannotAdopt {
-                        owner: format!("{}/{}", owner.namespace, owner.name),
-                        reason: reason.clone(),
-                    });
+                if adoption_refused {
                     continue;
                 }
                 match patch(api, &name, adopt_patch(meta, owner)).await {
@@ -253,21 +277,6 @@ pub fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde_json::
         {"op": "test", "path": format!("{path}/uid"), "value": owner_uid},
         {"op": "remove", "path": path},
     ]))
-}
-
-/// 404 from the API server.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// 422 from the API server (invalid, or a JSON patch `test` that failed).
-pub fn is_invalid(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 422)
-}
-
-/// 409 from the API server (resourceVersion conflict or already exists).
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
-use std::fmt::Display;
+use std::fmt::{Debug, Display};
 use std::future::Future;
+use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::Once;
 
@@ -80,15 +81,16 @@ struct CaughtPanic {
 /// times in a row is dropped until its next event (the Deployment controller's rule; the informers'
 /// periodic resync brings it back); otherwise failures are retried forever with backoff (ReplicaSet,
 /// DaemonSet). A panicking sync counts as a failure (see the module header).
-pub async fn run_workers<F, Fut, E>(
+pub async fn run_workers<K, F, Fut, E>(
     controller: &'static str,
-    queue: WorkQueue<String>,
+    queue: WorkQueue<K>,
     workers: usize,
     max_retries: Option<usize>,
     panics: SyncPanics,
     sync: F,
 ) where
-    F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+    K: Clone + Eq + Hash + Debug + Display + Send + Sync + 'static,
+    F: Fn(K) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: SyncFailure + Send + 'static,
 {
@@ -127,9 +129,9 @@ pub async fn run_workers<F, Fut, E>(
 }
 
 /// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does).
-fn handle_outcome<E: SyncFailure>(
-    queue: &WorkQueue<String>,
-    key: &String,
+fn handle_outcome<K: Clone + Eq + Hash + Debug + Send + Sync + 'static, E: SyncFailure>(
+    queue: &WorkQueue<K>,
+    key: &K,
     outcome: Outcome<E>,
     max_retries: Option<usize>,
     panics: &SyncPanics,

@@ -12,17 +12,14 @@
 //!   ignored: nothing else of a node enters the decision.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::ObjectMeta;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
-use mini_kcm_runtime::selector::Selector;
 
 use super::DaemonSetController;
 use crate::DaemonSetObject;
@@ -69,7 +66,7 @@ impl DaemonSetController {
     }
 
     fn daemon_set_deleted(&self, ds: &DaemonSetObject) {
-        let key = key_of(&ds.metadata);
+        let key = ObjectKey::of(&ds.metadata);
         self.inner.placements.forget(&key);
         self.inner.consistency.clear(&key);
         // A new DaemonSet with the same name must start with clean expectations.
@@ -94,9 +91,9 @@ impl DaemonSetController {
             self.pod_deleted(pod);
             return;
         }
-        if let Some(reference) = controller_ref(&pod.metadata) {
-            if let Some(ds) = self.resolve(&pod.metadata, reference) {
-                let key = key_of(&ds.metadata);
+        if controller_ref(&pod.metadata).is_some() {
+            if let Some(ds) = self.inner.daemon_sets.controller_of(&pod.metadata) {
+                let key = ObjectKey::of(&ds.metadata);
                 self.inner.expectations.creation_observed(&key);
                 self.inner.queue.add(key);
             }
@@ -104,7 +101,7 @@ impl DaemonSetController {
         }
         // An orphan: every matching DaemonSet gets a chance to adopt it. Nobody waits for an orphan, so
         // no expectation changes.
-        for ds in self.daemon_sets_selecting(&pod.metadata) {
+        for ds in self.inner.daemon_sets.selecting(&pod.metadata) {
             self.enqueue(&ds);
         }
     }
@@ -118,14 +115,12 @@ impl DaemonSetController {
             self.pod_deleted(new);
             return;
         }
-        let new_ref = controller_ref(&new.metadata);
-        let old_ref = controller_ref(&old.metadata);
-        let ref_changed = new_ref != old_ref;
-        if ref_changed && let Some(ds) = old_ref.and_then(|r| self.resolve(&old.metadata, r)) {
+        let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
+        if ref_changed && let Some(ds) = self.inner.daemon_sets.controller_of(&old.metadata) {
             self.enqueue(&ds);
         }
-        if let Some(reference) = new_ref {
-            let Some(ds) = self.resolve(&new.metadata, reference) else {
+        if controller_ref(&new.metadata).is_some() {
+            let Some(ds) = self.inner.daemon_sets.controller_of(&new.metadata) else {
                 return;
             };
             self.enqueue(&ds);
@@ -134,26 +129,25 @@ impl DaemonSetController {
             let min_ready = ds.spec.min_ready_seconds.unwrap_or(0);
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
-                self.inner.queue.add_after(key_of(&ds.metadata), delay);
+                self.inner
+                    .queue
+                    .add_after(ObjectKey::of(&ds.metadata), delay);
             }
             return;
         }
         if old.metadata.labels != new.metadata.labels || ref_changed {
-            for ds in self.daemon_sets_selecting(&new.metadata) {
+            for ds in self.inner.daemon_sets.selecting(&new.metadata) {
                 self.enqueue(&ds);
             }
         }
     }
 
     fn pod_deleted(&self, pod: &Pod) {
-        let Some(reference) = controller_ref(&pod.metadata) else {
-            // Nobody cares about an orphan going away.
+        // Nobody cares about an orphan going away.
+        let Some(ds) = self.inner.daemon_sets.controller_of(&pod.metadata) else {
             return;
         };
-        let Some(ds) = self.resolve(&pod.metadata, reference) else {
-            return;
-        };
-        let key = key_of(&ds.metadata);
+        let key = ObjectKey::of(&ds.metadata);
         self.inner.expectations.deletion_observed(&key);
         self.inner.queue.add(key);
     }
@@ -172,7 +166,7 @@ impl DaemonSetController {
                     // sync created them, and that sync already used them.
                     return;
                 }
-                for ds in self.daemon_sets_selecting(&revision.metadata) {
+                for ds in self.inner.daemon_sets.selecting(&revision.metadata) {
                     self.enqueue(&ds);
                 }
             }
@@ -180,22 +174,19 @@ impl DaemonSetController {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let new_ref = controller_ref(&new.metadata);
-                let old_ref = controller_ref(&old.metadata);
-                let ref_changed = new_ref != old_ref;
-                if ref_changed
-                    && let Some(ds) = old_ref.and_then(|r| self.resolve(&old.metadata, r))
+                let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
+                if ref_changed && let Some(ds) = self.inner.daemon_sets.controller_of(&old.metadata)
                 {
                     self.enqueue(&ds);
                 }
-                if let Some(reference) = new_ref {
-                    if let Some(ds) = self.resolve(&new.metadata, reference) {
+                if controller_ref(&new.metadata).is_some() {
+                    if let Some(ds) = self.inner.daemon_sets.controller_of(&new.metadata) {
                         self.enqueue(&ds);
                     }
                     return;
                 }
                 if old.metadata.labels != new.metadata.labels || ref_changed {
-                    for ds in self.daemon_sets_selecting(&new.metadata) {
+                    for ds in self.inner.daemon_sets.selecting(&new.metadata) {
                         self.enqueue(&ds);
                     }
                 }
@@ -205,9 +196,7 @@ impl DaemonSetController {
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {
-        if let Some(ds) = controller_ref(&revision.metadata)
-            .and_then(|reference| self.resolve(&revision.metadata, reference))
-        {
+        if let Some(ds) = self.inner.daemon_sets.controller_of(&revision.metadata) {
             self.enqueue(&ds);
         }
     }
@@ -240,7 +229,7 @@ impl DaemonSetController {
             .by_index(POD_NODE_INDEX, node_name)
             .iter()
             .filter_map(|pod| controller_ref(&pod.metadata))
-            .filter(|reference| self.is_our_kind(reference))
+            .filter(|reference| self.inner.daemon_sets.is_our_kind(reference))
             .map(|reference| reference.uid.clone())
             .collect();
         for ds in self.inner.daemon_sets.list() {
@@ -267,7 +256,7 @@ impl DaemonSetController {
             if wake {
                 tracing::debug!(
                     node = node_name,
-                    daemonset = %key_of(&ds.metadata),
+                    daemonset = %ObjectKey::of(&ds.metadata),
                     ?decision,
                     scheduled,
                     "node change concerns a DaemonSet"
@@ -277,59 +266,8 @@ impl DaemonSetController {
         }
     }
 
-    // ---- lookups ----
-
-    /// Whether an owner reference names a DaemonSet of our family (kind and API group).
-    fn is_our_kind(&self, reference: &OwnerReference) -> bool {
-        reference.kind == self.inner.resource.kind
-            && reference.api_version.split('/').next() == Some(self.inner.resource.group.as_str())
-    }
-
-    /// The DaemonSet a controller reference of `child` points at, if it is one of ours: same kind and
-    /// API group, found by name in the child's namespace, and the same UID.
-    fn resolve(
-        &self,
-        child: &ObjectMeta,
-        reference: &OwnerReference,
-    ) -> Option<Arc<DaemonSetObject>> {
-        if !self.is_our_kind(reference) {
-            return None;
-        }
-        let ds = self.inner.daemon_sets.get(
-            child.namespace.as_deref().unwrap_or_default(),
-            &reference.name,
-        )?;
-        (ds.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(ds)
-    }
-
-    /// DaemonSets in the object's namespace whose (non-empty, valid) selector matches its labels.
-    fn daemon_sets_selecting(&self, meta: &ObjectMeta) -> Vec<Arc<DaemonSetObject>> {
-        let Some(labels) = meta.labels.as_ref().filter(|l| !l.is_empty()) else {
-            return Vec::new();
-        };
-        let namespace = meta.namespace.as_deref().unwrap_or_default();
-        let matching: Vec<_> = self
-            .inner
-            .daemon_sets
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|ds| {
-                Selector::from_label_selector(&ds.spec.selector)
-                    .is_ok_and(|s| !s.is_empty() && s.matches(labels))
-            })
-            .collect();
-        if matching.len() > 1 {
-            tracing::warn!(
-                object = meta.name.as_deref().unwrap_or_default(),
-                namespace,
-                "user error: more than one DaemonSet selects this object"
-            );
-        }
-        matching
-    }
-
     pub(crate) fn enqueue(&self, ds: &DaemonSetObject) {
-        self.inner.queue.add(key_of(&ds.metadata));
+        self.inner.queue.add(ObjectKey::of(&ds.metadata));
     }
 }
 
@@ -356,13 +294,4 @@ fn node_taints(node: &Node) -> &[Taint] {
         .as_ref()
         .and_then(|s| s.taints.as_deref())
         .unwrap_or_default()
-}
-
-/// The queue key of a DaemonSet: `namespace/name`.
-pub(crate) fn key_of(meta: &ObjectMeta) -> String {
-    format!(
-        "{}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
 }

@@ -16,8 +16,10 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
+use mini_kcm_runtime::api_errors::is_not_found;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::kinds::{CONTROLLER_UID_INDEX, orphan_index_value};
-use mini_kcm_runtime::ownership::{OwnerInfo, claim, is_not_found};
+use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::selector::Selector;
 use serde_json::json;
 
@@ -74,7 +76,7 @@ impl DaemonSetController {
     /// new versions.
     pub(crate) async fn construct_history(
         &self,
-        key: &str,
+        key: &ObjectKey,
         ds: &DaemonSetObject,
         owner: &OwnerInfo,
         selector: &Selector,
@@ -88,15 +90,9 @@ impl DaemonSetController {
             s.revisions
                 .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(&owner.namespace)),
         );
-        let matches = |revision: &ControllerRevision| {
-            revision
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|labels| selector.matches(labels))
-        };
+        let matches = |revision: &ControllerRevision| selector.matches_meta(&revision.metadata);
         let claimed = claim(&api, owner, candidates, matches, || {
-            self.can_adopt(ds_api, ds)
+            s.daemon_sets.recheck(ds_api, ds)
         })
         .await
         .map_err(HistoryFailure::from)?
@@ -152,7 +148,7 @@ impl DaemonSetController {
     /// recompute a hash, so hash collisions cannot matter for them).
     async fn ensure_hash_label(
         &self,
-        key: &str,
+        key: &ObjectKey,
         api: &Api<ControllerRevision>,
         revision: Arc<ControllerRevision>,
     ) -> Result<Arc<ControllerRevision>, SyncError> {
@@ -184,7 +180,7 @@ impl DaemonSetController {
     /// name) and fails this sync.
     async fn snapshot(
         &self,
-        key: &str,
+        key: &ObjectKey,
         ds: &DaemonSetObject,
         data: &[u8],
         revision_number: i64,
@@ -279,7 +275,7 @@ impl DaemonSetController {
     /// in that window takes the pods for old ones and replaces them.)
     async fn dedup(
         &self,
-        key: &str,
+        key: &ObjectKey,
         api: &Api<ControllerRevision>,
         current: &[Arc<ControllerRevision>],
         pods: &mut [Arc<Pod>],
@@ -313,8 +309,7 @@ impl DaemonSetController {
                 )
                 .await
                 .map_err(api_failure(format!("relabelling pod {pod_name}")))?;
-            s.consistency
-                .record_write(key, "Pod", patched.metadata.resource_version.as_deref());
+            s.consistency.record_write(key, &patched);
             *pod = Arc::new(patched);
         }
         for duplicate in &plan.delete {
@@ -375,12 +370,8 @@ impl DaemonSetController {
         Ok(())
     }
 
-    fn record_revision_write(&self, key: &str, revision: &ControllerRevision) {
-        self.inner.consistency.record_write(
-            key,
-            "ControllerRevision",
-            revision.metadata.resource_version.as_deref(),
-        );
+    fn record_revision_write(&self, key: &ObjectKey, revision: &ControllerRevision) {
+        self.inner.consistency.record_write(key, revision);
     }
 }
 

@@ -23,11 +23,14 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::ControllerExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -79,11 +82,11 @@ pub(crate) struct Shared {
     pub(crate) options: DaemonSetOptions,
     pub(crate) resource: ApiResource,
     pub(crate) client: Client,
-    pub(crate) daemon_sets: Informer<DaemonSetObject>,
+    pub(crate) daemon_sets: Owners<DaemonSetObject>,
     pub(crate) pods: Informer<Pod>,
     pub(crate) nodes: Informer<Node>,
     pub(crate) revisions: Informer<ControllerRevision>,
-    pub(crate) queue: WorkQueue<String>,
+    pub(crate) queue: WorkQueue<ObjectKey>,
     /// Plain counters, as upstream's DaemonSet controller (not the UID-tracking kind of ReplicaSets).
     pub(crate) expectations: ControllerExpectations,
     pub(crate) consistency: ConsistencyStore,
@@ -119,25 +122,15 @@ impl DaemonSetController {
         let nodes = node_informer(informers);
         let revisions = controller_revision_informer(informers);
         let consistency = ConsistencyStore::default();
-        let observed = pods.clone();
-        consistency.track_kind(
-            "Pod",
-            Arc::new(move || observed.observed_resource_version()),
-        );
-        let observed = daemon_sets.clone();
-        consistency.track_kind(
-            "DaemonSet",
-            Arc::new(move || observed.observed_resource_version()),
-        );
-        let observed = revisions.clone();
-        consistency.track_kind(
-            "ControllerRevision",
-            Arc::new(move || observed.observed_resource_version()),
-        );
+        consistency.track(&pods);
+        consistency.track(&daemon_sets);
+        consistency.track(&revisions);
+        let resource = WorkloadKind::DaemonSet.api_resource(family);
         let recorder = EventRecorder::new(client.clone(), EVENT_COMPONENT);
         let controller = DaemonSetController {
             inner: Arc::new(Shared {
-                resource: WorkloadKind::DaemonSet.api_resource(family),
+                daemon_sets: Owners::new(daemon_sets, resource.clone(), |ds| &ds.spec.selector),
+                resource,
                 queue: WorkQueue::new(
                     family.queue_name("daemonset"),
                     default_controller_rate_limiter(),
@@ -146,7 +139,6 @@ impl DaemonSetController {
                 pod_control: PodControl::new(client.clone(), recorder.clone()),
                 recorder,
                 client,
-                daemon_sets,
                 pods,
                 nodes,
                 revisions,
@@ -164,7 +156,7 @@ impl DaemonSetController {
 
     /// Runs the workers until the queue is shut down, and meanwhile forgets stale failed-pod backoff
     /// entries every [`BACKOFF_GC_INTERVAL`].
-    pub async fn run(&self) {
+    async fn run_workers(&self) {
         let family = self.inner.options.family.label();
         tracing::info!(
             family,
@@ -178,7 +170,7 @@ impl DaemonSetController {
             self.inner.options.workers,
             None,
             self.inner.metrics.sync_panics.clone(),
-            move |key: String| {
+            move |key: ObjectKey| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }
             },
@@ -194,9 +186,15 @@ impl DaemonSetController {
             () = backoff_gc => {}
         }
     }
+}
 
-    /// Stops handing out keys; [`DaemonSetController::run`] returns once in-flight syncs finish.
-    pub fn shut_down(&self) {
+impl Controller for DaemonSetController {
+    fn run(&self) -> BoxFuture<'static, ()> {
+        let controller = self.clone();
+        async move { controller.run_workers().await }.boxed()
+    }
+
+    fn shut_down(&self) {
         self.inner.queue.shut_down();
     }
 }
@@ -206,7 +204,7 @@ impl DaemonSetController {
 /// generation (a template change bumps the generation) before use.
 #[derive(Default)]
 pub(crate) struct PlacementCache {
-    entries: Mutex<HashMap<String, CachedPlacement>>,
+    entries: Mutex<HashMap<ObjectKey, CachedPlacement>>,
 }
 
 struct CachedPlacement {
@@ -219,7 +217,7 @@ impl PlacementCache {
     /// The placement of `ds` as it is now: cached when the UID and generation match, else parsed and
     /// cached.
     pub(crate) fn get(&self, ds: &DaemonSetObject) -> Arc<DaemonPlacement> {
-        let key = handlers::key_of(&ds.metadata);
+        let key = ObjectKey::of(&ds.metadata);
         let mut entries = self.lock();
         if let Some(cached) = entries.get(&key)
             && ds.metadata.generation.is_some()
@@ -240,11 +238,11 @@ impl PlacementCache {
         placement
     }
 
-    pub(crate) fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &ObjectKey) {
         self.lock().remove(key);
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, CachedPlacement>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, CachedPlacement>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

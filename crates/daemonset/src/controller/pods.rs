@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use mini_kcm_runtime::api_errors::is_not_found;
 use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::ownership::is_not_found;
-use mini_kcm_runtime::pods::control::error_message;
+use mini_kcm_runtime::pods::control::{PodWriteError, PodWriteErrors};
 use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
 
 use super::DaemonSetController;
@@ -84,7 +84,7 @@ impl DaemonSetController {
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(SyncError::Manage(errors.join("; ")))
+            Err(PodWriteErrors(errors).into())
         }
     }
 
@@ -94,7 +94,7 @@ impl DaemonSetController {
         template: &PodTemplateSpec,
         node_name: &str,
         regarding: &ObjectReference,
-    ) -> Result<(), String> {
+    ) -> Result<(), PodWriteError> {
         let s = &self.inner;
         let pinned = pod_template_for_node(template, node_name);
         match s
@@ -108,11 +108,7 @@ impl DaemonSetController {
                     node = node_name,
                     "created daemon pod"
                 );
-                s.consistency.record_write(
-                    snapshot.key,
-                    "Pod",
-                    pod.metadata.resource_version.as_deref(),
-                );
+                s.consistency.record_write(snapshot.key, &pod);
                 Ok(())
             }
             // Every creation in a terminating namespace fails; that is not our failure to report.
@@ -120,10 +116,10 @@ impl DaemonSetController {
             Err(e) => {
                 // This creation will never be observed.
                 s.expectations.creation_observed(snapshot.key);
-                Err(format!(
-                    "creating a pod on node {node_name}: {}",
-                    e.message()
-                ))
+                Err(PodWriteError::Create {
+                    node: Some(node_name.to_string()),
+                    source: e,
+                })
             }
         }
     }
@@ -133,7 +129,7 @@ impl DaemonSetController {
         snapshot: &Snapshot<'_>,
         name: &str,
         regarding: &ObjectReference,
-    ) -> Result<(), String> {
+    ) -> Result<(), PodWriteError> {
         let s = &self.inner;
         match s
             .pod_control
@@ -142,11 +138,7 @@ impl DaemonSetController {
         {
             Ok(terminating) => {
                 if let Some(pod) = terminating {
-                    s.consistency.record_write(
-                        snapshot.key,
-                        "Pod",
-                        pod.metadata.resource_version.as_deref(),
-                    );
+                    s.consistency.record_write(snapshot.key, &pod);
                 }
                 Ok(())
             }
@@ -156,7 +148,10 @@ impl DaemonSetController {
                 if is_not_found(&e) {
                     Ok(())
                 } else {
-                    Err(format!("deleting pod {name}: {}", error_message(&e)))
+                    Err(PodWriteError::Delete {
+                        pod: name.to_string(),
+                        source: e,
+                    })
                 }
             }
         }

@@ -50,11 +50,7 @@ impl DaemonSetController {
             .await
             .map_err(SyncError::Status)?;
             if stored.metadata.resource_version != snapshot.ds.metadata.resource_version {
-                s.consistency.record_write(
-                    snapshot.key,
-                    "DaemonSet",
-                    stored.metadata.resource_version.as_deref(),
-                );
+                s.consistency.record_write(snapshot.key, &stored);
             }
         }
         // Ready pods become available at a known moment: look again then, rather than only after a whole
@@ -64,7 +60,7 @@ impl DaemonSetController {
                 .next_availability
                 .map_or(fallback, |next| next.min(fallback))
                 .saturating_sub(evaluated.elapsed());
-            s.queue.add_after(snapshot.key.to_string(), delay);
+            s.queue.add_after(snapshot.key.clone(), delay);
         }
         Ok(())
     }

@@ -22,9 +22,11 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::pods_for_owner;
 use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::pods::control::PodWriteErrors;
 use mini_kcm_runtime::selector::Selector;
 
 use super::DaemonSetController;
@@ -37,10 +39,10 @@ use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
 /// Why a sync failed; the key is requeued with backoff (forever, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("the {kind} cache has not yet observed this controller's own writes")]
-    StaleCache { kind: &'static str },
-    #[error("malformed key {0:?}")]
-    BadKey(String),
+    #[error(
+        "the DaemonSet, Pod or ControllerRevision cache has not yet observed this controller's own writes"
+    )]
+    StaleCache,
     #[error("claiming {what}: {source}")]
     Claim {
         what: &'static str,
@@ -49,8 +51,8 @@ pub enum SyncError {
     },
     #[error("failed to construct revisions of DaemonSet: {0}")]
     History(#[from] HistoryFailure),
-    #[error("{0}")]
-    Manage(String),
+    #[error(transparent)]
+    Manage(#[from] PodWriteErrors),
     #[error("couldn't get unavailable numbers: {0}")]
     RollingUpdate(#[from] UpdateError),
     #[error("failed to clean up revisions of DaemonSet: {0}")]
@@ -61,13 +63,13 @@ pub enum SyncError {
 
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {
     fn is_expected(&self) -> bool {
-        matches!(self, SyncError::StaleCache { .. })
+        matches!(self, SyncError::StaleCache)
     }
 }
 
 /// What one sync read from the caches, shared by its steps.
 pub(crate) struct Snapshot<'a> {
-    pub(crate) key: &'a str,
+    pub(crate) key: &'a ObjectKey,
     pub(crate) ds: &'a DaemonSetObject,
     pub(crate) owner: OwnerInfo,
     pub(crate) placement: &'a DaemonPlacement,
@@ -79,21 +81,17 @@ pub(crate) struct Snapshot<'a> {
 }
 
 impl DaemonSetController {
-    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
         if !s.consistency.is_ready(key) {
             s.metrics
                 .stale_sync_skips
                 .inc(&s.resource.group, "daemonsets");
-            return Err(SyncError::StaleCache {
-                kind: "DaemonSet, Pod or ControllerRevision",
-            });
+            return Err(SyncError::StaleCache);
         }
-        let (namespace, name) = key
-            .split_once('/')
-            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
-        let Some(ds) = s.daemon_sets.get(namespace, name) else {
+        let namespace = key.namespace();
+        let Some(ds) = s.daemon_sets.get(namespace, key.name()) else {
             tracing::debug!("DaemonSet has been deleted; forgetting its expectations");
             s.consistency.clear(key);
             s.expectations.delete_expectations(key);
@@ -247,7 +245,7 @@ impl DaemonSetController {
             }
         }
         if let Some(delay) = plan.requeue_after {
-            s.queue.add_after(snapshot.key.to_string(), delay);
+            s.queue.add_after(snapshot.key.clone(), delay);
         }
         let acted = !plan.nodes_needing_pods.is_empty() || !plan.pods_to_delete.is_empty();
         if acted {
@@ -274,14 +272,9 @@ impl DaemonSetController {
         let s = &self.inner;
         let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
         let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), &owner.namespace);
-        let matches = |pod: &Pod| {
-            pod.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|labels| selector.matches(labels))
-        };
+        let matches = |pod: &Pod| selector.matches_meta(&pod.metadata);
         let claimed = claim(&pods_api, owner, candidates, matches, || {
-            self.can_adopt(ds_api, ds)
+            s.daemon_sets.recheck(ds_api, ds)
         })
         .await
         .map_err(|source| SyncError::Claim {
@@ -289,32 +282,6 @@ impl DaemonSetController {
             source,
         })?;
         Ok(claimed.claimed)
-    }
-
-    /// The live re-check before the first adoption of a claim pass: an uncached read, so nothing is adopted
-    /// for a DaemonSet that is gone, re-created or being deleted.
-    pub(crate) async fn can_adopt(
-        &self,
-        ds_api: &Api<DaemonSetObject>,
-        ds: &DaemonSetObject,
-    ) -> Result<(), ClaimError> {
-        let key = super::handlers::key_of(&ds.metadata);
-        let cannot = |reason: String| ClaimError::CannotAdopt {
-            owner: key.clone(),
-            reason,
-        };
-        let name = ds.metadata.name.as_deref().unwrap_or_default();
-        let fresh = ds_api.get(name).await.map_err(|e| cannot(e.to_string()))?;
-        if fresh.metadata.uid != ds.metadata.uid {
-            return Err(cannot(format!(
-                "original DaemonSet {key} is gone: got uid {:?}, wanted {:?}",
-                fresh.metadata.uid, ds.metadata.uid
-            )));
-        }
-        if fresh.metadata.deletion_timestamp.is_some() {
-            return Err(cannot(format!("DaemonSet {key} is being deleted")));
-        }
-        Ok(())
     }
 }
 

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use mini_kcm_runtime::client::unreachable_client;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 
@@ -18,14 +20,14 @@ use crate::history::{build_revision, revision_data};
 use crate::placement::tests::{labels, new_ds, new_node};
 use crate::update::tests::pod_with;
 
-fn unreachable_client() -> kube::Client {
-    // Port 9 (discard) on loopback: nothing listens, every request fails at once.
-    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    kube::Client::try_from(config).unwrap()
+/// A key from upstream's `namespace/name` spelling.
+fn key(key: &str) -> ObjectKey {
+    let (namespace, name) = key.split_once('/').unwrap();
+    ObjectKey::new(namespace, name)
 }
 
 fn controller() -> DaemonSetController {
-    let client = unreachable_client();
+    let client = unreachable_client().unwrap();
     let informers = SharedInformers::new(client.clone(), None);
     DaemonSetController::new(
         &informers,
@@ -96,7 +98,7 @@ async fn drain(c: &DaemonSetController) -> Vec<String> {
     while !c.inner.queue.is_empty() {
         let key = c.inner.queue.get().await.unwrap();
         c.inner.queue.done(&key);
-        keys.push(key);
+        keys.push(key.to_string());
     }
     keys.sort();
     keys
@@ -115,7 +117,7 @@ async fn a_daemon_set_in_its_desired_state_makes_no_api_call() {
             .cache_insert(daemon_pod(&ds, &format!("pod-{i}"), node, &hash));
     }
     // Any request would fail against the unreachable client.
-    c.sync("default/foo")
+    c.sync(&key("default/foo"))
         .await
         .expect("nothing to do, nothing called");
 }
@@ -133,21 +135,27 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
         .pods
         .cache_insert(daemon_pod(&ds, "pod-0", "node-0", &hash));
 
-    c.inner.expectations.expect_creations("default/foo", 1);
-    c.sync("default/foo")
+    c.inner
+        .expectations
+        .expect_creations(&key("default/foo"), 1);
+    c.sync(&key("default/foo"))
         .await
         .expect("dormant: no creation attempted");
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
-    c.inner.expectations.creation_observed("default/foo");
+    c.inner.expectations.creation_observed(&key("default/foo"));
     let err = c
-        .sync("default/foo")
+        .sync(&key("default/foo"))
         .await
         .expect_err("a creation is attempted");
     assert!(matches!(err, super::SyncError::Manage(_)), "{err}");
     assert!(err.to_string().contains("node-1"), "{err}");
     // The failed creation lowered the expectations again, so the next sync may retry.
-    assert!(c.inner.expectations.satisfied_expectations("default/foo"));
+    assert!(
+        c.inner
+            .expectations
+            .satisfied_expectations(&key("default/foo"))
+    );
 }
 
 #[tokio::test]
@@ -166,13 +174,13 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
     c.inner.pods.cache_insert(failed);
 
     let err = c
-        .sync("default/foo")
+        .sync(&key("default/foo"))
         .await
         .expect_err("the failed pod's deletion is attempted");
     assert!(err.to_string().contains("deleting pod pod-0"), "{err}");
     assert_eq!(c.inner.backoff().len(), 1, "the node's backoff started");
     // Still failed (the deletion did not happen): within the backoff nothing is attempted.
-    c.sync("default/foo")
+    c.sync(&key("default/foo"))
         .await
         .expect("held back by the backoff");
 }
@@ -239,16 +247,26 @@ async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
     }
-    c.inner.expectations.expect_creations("default/foo", 1);
+    c.inner
+        .expectations
+        .expect_creations(&key("default/foo"), 1);
     c.on_pod(&Change::Added(Arc::new(foreign)));
-    assert!(!c.inner.expectations.satisfied_expectations("default/foo"));
+    assert!(
+        !c.inner
+            .expectations
+            .satisfied_expectations(&key("default/foo"))
+    );
     assert!(drain(&c).await.is_empty());
 
     // Ours: observed and woken.
     c.on_pod(&Change::Added(Arc::new(daemon_pod(
         &ds, "q", "node-0", "h",
     ))));
-    assert!(c.inner.expectations.satisfied_expectations("default/foo"));
+    assert!(
+        c.inner
+            .expectations
+            .satisfied_expectations(&key("default/foo"))
+    );
     assert_eq!(drain(&c).await, ["default/foo"]);
 }
 
@@ -287,19 +305,23 @@ async fn an_empty_selector_is_refused_without_touching_anything() {
     ds.spec.selector = LabelSelector::default();
     c.inner.daemon_sets.cache_insert(ds);
     c.inner.nodes.cache_insert(new_node("node-0", None));
-    c.sync("default/foo").await.expect("SelectingAll, no work");
+    c.sync(&key("default/foo"))
+        .await
+        .expect("SelectingAll, no work");
 }
 
 #[tokio::test]
 async fn deleting_a_daemon_set_forgets_its_expectations() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner.expectations.expect_creations("default/foo", 5);
+    c.inner
+        .expectations
+        .expect_creations(&key("default/foo"), 5);
     c.on_daemon_set(&Change::Deleted(Arc::new(ds)));
-    assert!(c.inner.expectations.get("default/foo").is_none());
+    assert!(c.inner.expectations.get(&key("default/foo")).is_none());
     assert_eq!(drain(&c).await, ["default/foo"]);
     // The sync of a DaemonSet that is gone does nothing and succeeds.
-    c.sync("default/foo").await.expect("gone");
+    c.sync(&key("default/foo")).await.expect("gone");
 }
 
 #[tokio::test]

@@ -12,9 +12,13 @@ mod sync;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
+use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
@@ -67,10 +71,14 @@ pub(crate) struct Shared {
     pub(crate) resource: ApiResource,
     pub(crate) rs_resource: ApiResource,
     pub(crate) client: Client,
-    pub(crate) deployments: Informer<DeploymentObject>,
-    pub(crate) replica_sets: Informer<ReplicaSetObject>,
+    pub(crate) deployments: Owners<DeploymentObject>,
+    /// ReplicaSets, also as the owners of pods (a pod deletion may be the last one a Recreate waits for).
+    pub(crate) replica_sets: Owners<ReplicaSetObject>,
     pub(crate) pods: Informer<Pod>,
-    pub(crate) queue: WorkQueue<String>,
+    pub(crate) queue: WorkQueue<ObjectKey>,
+    /// Read-your-own-writes of Deployments and ReplicaSets (not in upstream's Deployment controller,
+    /// which tolerates a stale cache through conflicts; here all three controllers share the rule).
+    pub(crate) consistency: ConsistencyStore,
     pub(crate) recorder: EventRecorder,
     pub(crate) metrics: ControllerMetrics,
 }
@@ -85,13 +93,23 @@ impl DeploymentController {
         metrics: ControllerMetrics,
     ) -> Self {
         let family = options.family;
+        let resource = WorkloadKind::Deployment.api_resource(family);
+        let rs_resource = WorkloadKind::ReplicaSet.api_resource(family);
+        let deployments = workload_informer(informers, WorkloadKind::Deployment, family);
+        let replica_sets = workload_informer(informers, WorkloadKind::ReplicaSet, family);
+        let consistency = ConsistencyStore::default();
+        consistency.track(&deployments);
+        consistency.track(&replica_sets);
         let controller = DeploymentController {
             inner: Arc::new(Shared {
-                resource: WorkloadKind::Deployment.api_resource(family),
-                rs_resource: WorkloadKind::ReplicaSet.api_resource(family),
-                deployments: workload_informer(informers, WorkloadKind::Deployment, family),
-                replica_sets: workload_informer(informers, WorkloadKind::ReplicaSet, family),
+                deployments: Owners::new(deployments, resource.clone(), |d| &d.spec.selector),
+                replica_sets: Owners::new(replica_sets, rs_resource.clone(), |rs| {
+                    &rs.spec.selector
+                }),
+                resource,
+                rs_resource,
                 pods: pod_informer(informers),
+                consistency,
                 queue: WorkQueue::new(
                     family.queue_name("deployment"),
                     controller_rate_limiter(options.max_retry_delay),
@@ -108,7 +126,7 @@ impl DeploymentController {
     }
 
     /// Runs the workers until the queue is shut down.
-    pub async fn run(&self) {
+    async fn run_workers(&self) {
         let family = self.inner.options.family.label();
         tracing::info!(
             family,
@@ -122,15 +140,22 @@ impl DeploymentController {
             self.inner.options.workers,
             Some(MAX_RETRIES),
             self.inner.metrics.sync_panics.clone(),
-            move |key: String| {
+            move |key: ObjectKey| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }
             },
         )
         .await;
     }
+}
 
-    pub fn shut_down(&self) {
+impl Controller for DeploymentController {
+    fn run(&self) -> BoxFuture<'static, ()> {
+        let controller = self.clone();
+        async move { controller.run_workers().await }.boxed()
+    }
+
+    fn shut_down(&self) {
         self.inner.queue.shut_down();
     }
 }

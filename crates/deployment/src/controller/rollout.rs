@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, StatusWithSelector};
-use mini_kcm_runtime::ownership::{OwnerInfo, is_conflict, is_not_found};
-use mini_kcm_runtime::pods::control::error_message;
+use mini_kcm_runtime::ownership::OwnerInfo;
 use serde_json::json;
 
 use super::DeploymentController;
@@ -41,6 +42,8 @@ use crate::scale::{
 
 pub(crate) struct Rollout<'a> {
     c: &'a DeploymentController,
+    /// The Deployment's key, under which its writes are recorded for read-your-own-writes.
+    key: &'a ObjectKey,
     /// The Deployment as last read or written.
     pub(crate) d: DeploymentObject,
     /// Its claimed ReplicaSets as last read or written.
@@ -52,6 +55,7 @@ pub(crate) struct Rollout<'a> {
 impl<'a> Rollout<'a> {
     pub(crate) fn new(
         c: &'a DeploymentController,
+        key: &'a ObjectKey,
         d: DeploymentObject,
         rss: Vec<ReplicaSetObject>,
         d_api: Api<DeploymentObject>,
@@ -59,6 +63,7 @@ impl<'a> Rollout<'a> {
     ) -> Self {
         Rollout {
             c,
+            key,
             d,
             rss,
             d_api,
@@ -128,12 +133,14 @@ impl<'a> Rollout<'a> {
         let s = &self.c.inner;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         let owner = OwnerInfo::of(&self.d, &s.resource).controller_reference();
-        let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)
-            .map_err(|e| SyncError::Plan(e.to_string()))?;
+        let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
         let rs_name = name(&rs.metadata).to_string();
         let revision_of_new = revision(&rs.metadata).unwrap_or(0);
         let (created_rs, created) = match self.rs_api.create(&PostParams::default(), &rs).await {
-            Ok(created_rs) => (created_rs, true),
+            Ok(created_rs) => {
+                s.consistency.record_write(self.key, &created_rs);
+                (created_rs, true)
+            }
             Err(e) if is_conflict(&e) => {
                 // Already exists: our own earlier create whose event we have not seen, or a hash
                 // collision with a ReplicaSet of another template.
@@ -150,9 +157,9 @@ impl<'a> Rollout<'a> {
                     let count = bumped.status.as_ref().and_then(|s| s.collision_count);
                     tracing::info!(replica_set = %rs_name, ?count, "hash collision: bumping collisionCount");
                     self.write_deployment(bumped).await?;
-                    return Err(SyncError::Plan(format!(
-                        "hash collision with ReplicaSet {rs_name}; collisionCount raised"
-                    )));
+                    return Err(SyncError::HashCollision {
+                        replica_set: rs_name,
+                    });
                 }
             }
             Err(e) => {
@@ -207,6 +214,7 @@ impl<'a> Rollout<'a> {
             .replace(&rs_name, &PostParams::default(), &rs)
             .await
             .map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
+        self.c.inner.consistency.record_write(self.key, &stored);
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
         }
@@ -270,6 +278,7 @@ impl<'a> Rollout<'a> {
                 .patch(&d_name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
+            self.c.inner.consistency.record_write(self.key, &self.d);
         }
         let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
         if status_needs_write(self.d.status.as_ref(), &new_status) {
@@ -280,6 +289,7 @@ impl<'a> Rollout<'a> {
                 .replace_status(&d_name, &PostParams::default(), &target)
                 .await
                 .map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+            self.c.inner.consistency.record_write(self.key, &self.d);
         }
         Ok(())
     }
@@ -339,7 +349,7 @@ impl<'a> Rollout<'a> {
         let status = self.with_selector(rollout_status(&all, new.as_ref(), &self.d, now));
         if !status_needs_write(self.d.status.as_ref(), &status) {
             if let Some(delay) = requeue_after_for_progress(&self.d, &status, now).queue_delay() {
-                let key = super::handlers::key_of(&self.d.metadata);
+                let key = self.key.clone();
                 if delay.is_zero() {
                     self.c.inner.queue.add_rate_limited(key);
                 } else {
@@ -376,13 +386,10 @@ impl<'a> Rollout<'a> {
     pub(crate) async fn rollout_rolling(&mut self) -> Result<(), SyncError> {
         let (new, old) = self.new_and_old(true).await?;
         let Some(new) = new else {
-            return Err(SyncError::Plan(
-                "no new ReplicaSet after creating one".into(),
-            ));
+            return Err(SyncError::NoNewReplicaSet);
         };
         let all = Self::all_refs(Some(&new), &old);
-        if let Some(step) = reconcile_new_replica_set(&self.d, &all, &new)
-            .map_err(|e| SyncError::Plan(e.to_string()))?
+        if let Some(step) = reconcile_new_replica_set(&self.d, &all, &new)?
             && self.execute(vec![step]).await?
         {
             return self.sync_rollout_status().await;
@@ -512,6 +519,7 @@ impl<'a> Rollout<'a> {
             .replace(&d_name, &PostParams::default(), &d)
             .await
             .map_err(|e| SyncError::api("updating the Deployment", e))?;
+        self.c.inner.consistency.record_write(self.key, &self.d);
         Ok(())
     }
 

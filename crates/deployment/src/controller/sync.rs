@@ -14,6 +14,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use mini_kcm_runtime::api_errors::is_conflict;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
@@ -32,8 +34,8 @@ use crate::proportional::is_scaling_event;
 /// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("malformed key {0:?}")]
-    BadKey(String),
+    #[error("the Deployment or ReplicaSet cache has not yet observed this controller's own writes")]
+    StaleCache,
     #[error("claiming ReplicaSets: {0}")]
     Claim(#[from] ClaimError),
     #[error("{action}: {source}")]
@@ -42,14 +44,25 @@ pub enum SyncError {
         #[source]
         source: kube::Error,
     },
-    #[error("{0}")]
-    Plan(String),
+    #[error(transparent)]
+    Plan(#[from] crate::Error),
+    #[error("unexpected deployment strategy type: {0}")]
+    UnexpectedStrategy(String),
+    #[error("hash collision with ReplicaSet {replica_set}; collisionCount raised")]
+    HashCollision { replica_set: String },
+    #[error("no new ReplicaSet after creating one")]
+    NoNewReplicaSet,
 }
 
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    /// A write conflict means our cache was behind; the retry reads the fresh object. Routine.
+    /// A write conflict or a stale cache means our cache was behind; the retry reads fresher objects.
+    /// Routine.
     fn is_expected(&self) -> bool {
-        matches!(self, SyncError::Api { source, .. } if mini_kcm_runtime::ownership::is_conflict(source))
+        match self {
+            SyncError::StaleCache => true,
+            SyncError::Api { source, .. } => is_conflict(source),
+            _ => false,
+        }
     }
 }
 
@@ -63,13 +76,18 @@ impl SyncError {
 }
 
 impl DeploymentController {
-    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
-        let (namespace, name) = key
-            .split_once('/')
-            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
-        let Some(cached) = s.deployments.get(namespace, name) else {
+        if !s.consistency.is_ready(key) {
+            s.metrics
+                .stale_sync_skips
+                .inc(&s.resource.group, "deployments");
+            return Err(SyncError::StaleCache);
+        }
+        let namespace = key.namespace();
+        let Some(cached) = s.deployments.get(namespace, key.name()) else {
             tracing::debug!("Deployment has been deleted");
+            s.consistency.clear(key);
             return Ok(());
         };
         let d: DeploymentObject = (*cached).clone();
@@ -90,7 +108,7 @@ impl DeploymentController {
                     "This deployment is selecting all pods. A non-empty selector is required."
                         .into(),
                 );
-                let mut rollout = Rollout::new(self, d, Vec::new(), d_api, rs_api);
+                let mut rollout = Rollout::new(self, key, d, Vec::new(), d_api, rs_api);
                 return rollout.observe_generation_only().await;
             }
             Err(e) => {
@@ -102,7 +120,7 @@ impl DeploymentController {
         let rss = self
             .claim_replica_sets(&d, &d_api, &rs_api, &selector)
             .await?;
-        let mut rollout = Rollout::new(self, d, rss, d_api, rs_api);
+        let mut rollout = Rollout::new(self, key, d, rss, d_api, rs_api);
 
         if rollout.d.metadata.deletion_timestamp.is_some() {
             return rollout.sync_status_only().await;
@@ -132,9 +150,7 @@ impl DeploymentController {
                 rollout.rollout_recreate(&pods).await
             }
             ROLLING_UPDATE_STRATEGY => rollout.rollout_rolling().await,
-            other => Err(SyncError::Plan(format!(
-                "unexpected deployment strategy type: {other}"
-            ))),
+            other => Err(SyncError::UnexpectedStrategy(other.to_string())),
         }
     }
 
@@ -156,32 +172,8 @@ impl DeploymentController {
                 .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(namespace)),
         );
         let owner = OwnerInfo::of(d, &s.resource);
-        let name = d.metadata.name.clone().unwrap_or_default();
-        let recheck = async || -> Result<(), ClaimError> {
-            let cannot = |reason: String| ClaimError::CannotAdopt {
-                owner: format!("{namespace}/{name}"),
-                reason,
-            };
-            let fresh = d_api.get(&name).await.map_err(|e| cannot(e.to_string()))?;
-            if fresh.metadata.uid.as_deref() != Some(uid.as_str()) {
-                return Err(cannot(format!(
-                    "original Deployment {namespace}/{name} is gone: got uid {:?}, wanted {uid}",
-                    fresh.metadata.uid
-                )));
-            }
-            if fresh.metadata.deletion_timestamp.is_some() {
-                return Err(cannot(format!(
-                    "Deployment {namespace}/{name} is being deleted"
-                )));
-            }
-            Ok(())
-        };
-        let matches = |rs: &ReplicaSetObject| {
-            rs.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|labels| selector.matches(labels))
-        };
+        let recheck = || s.deployments.recheck(d_api, d);
+        let matches = |rs: &ReplicaSetObject| selector.matches_meta(&rs.metadata);
         let claimed = claim(rs_api, &owner, candidates, matches, recheck).await?;
         Ok(claimed
             .claimed

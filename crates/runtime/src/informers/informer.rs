@@ -391,8 +391,7 @@ mod tests {
 
     fn informer() -> Informer<Pod> {
         // A client that is never used: `replace` and handlers are tested without a watch.
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
+        let client = crate::client::unreachable_client().unwrap();
         Informer::new(Api::all(client), "Pod".into(), Vec::new(), None)
     }
 
@@ -417,8 +416,7 @@ mod tests {
     fn fed_informer(
         resync: Option<Duration>,
     ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
+        let client = crate::client::unreachable_client().unwrap();
         let informer = Informer::new(Api::all(client), "Pod".into(), Vec::new(), resync);
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();

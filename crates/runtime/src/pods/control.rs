@@ -6,8 +6,9 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
+use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
 use crate::events::EventRecorder;
-use crate::ownership::{OwnerInfo, is_not_found};
+use crate::ownership::OwnerInfo;
 
 /// The longest name (and so `generateName` prefix) the API server accepts for a pod.
 const MAX_NAME_LENGTH: usize = 253;
@@ -24,13 +25,7 @@ pub enum PodControlError {
 impl PodControlError {
     /// The API server refused because the namespace is being deleted: not a controller failure.
     pub fn is_namespace_terminating(&self) -> bool {
-        match self {
-            PodControlError::Api(kube::Error::Api(status)) => status
-                .details
-                .as_ref()
-                .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")),
-            _ => false,
-        }
+        matches!(self, PodControlError::Api(e) if is_namespace_terminating(e))
     }
 
     /// The message upstream puts in events and conditions (the API server's own text).
@@ -40,6 +35,51 @@ impl PodControlError {
             other => other.to_string(),
         }
     }
+}
+
+/// A pod write of a controller's sync that failed, as its error message and event say it.
+#[derive(Debug, thiserror::Error)]
+pub enum PodWriteError {
+    #[error("creating a pod{}: {}", on_node(.node.as_deref()), .source.message())]
+    Create {
+        /// The node the pod was pinned to (DaemonSets).
+        node: Option<String>,
+        #[source]
+        source: PodControlError,
+    },
+    #[error("deleting pod {pod}: {}", error_message(.source))]
+    Delete {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl PodWriteError {
+    /// The API server's own message, which upstream puts in conditions (e.g. `ReplicaFailure`).
+    pub fn api_message(&self) -> String {
+        match self {
+            PodWriteError::Create { source, .. } => source.message(),
+            PodWriteError::Delete { source, .. } => error_message(source),
+        }
+    }
+}
+
+fn on_node(node: Option<&str>) -> String {
+    node.map(|n| format!(" on node {n}")).unwrap_or_default()
+}
+
+/// Several failed pod writes of one sync, reported together (upstream aggregates them the same way).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", join(.0))]
+pub struct PodWriteErrors(pub Vec<PodWriteError>);
+
+fn join(errors: &[PodWriteError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Creates and deletes pods on behalf of one controller, recording events on the owner.
@@ -140,14 +180,6 @@ fn named_pod_reference(namespace: &str, name: &str) -> ObjectReference {
         namespace: Some(namespace.into()),
         name: Some(name.into()),
         ..Default::default()
-    }
-}
-
-/// The API server's message for an API error, else the error's text.
-pub fn error_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
     }
 }
 

@@ -10,19 +10,22 @@ use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTempl
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::client::unreachable_client;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 
+use super::sync::SyncError;
 use crate::{ReplicaSetController, ReplicaSetOptions};
 
-fn unreachable_client() -> kube::Client {
-    // Port 9 (discard) on loopback: nothing listens, every request fails at once.
-    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    kube::Client::try_from(config).unwrap()
+/// A key from upstream's `namespace/name` spelling.
+fn key(key: &str) -> ObjectKey {
+    let (namespace, name) = key.split_once('/').unwrap();
+    ObjectKey::new(namespace, name)
 }
 
 fn controller() -> ReplicaSetController {
-    let client = unreachable_client();
+    let client = unreachable_client().unwrap();
     let informers = SharedInformers::new(client.clone(), None);
     ReplicaSetController::new(
         &informers,
@@ -122,7 +125,7 @@ async fn a_replica_set_in_its_desired_state_makes_no_api_call() {
             .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
     }
     // Any request would fail against the unreachable client.
-    c.sync("ns/web")
+    c.sync(&key("ns/web"))
         .await
         .expect("nothing to do, nothing called");
 }
@@ -145,18 +148,21 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
             .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
     }
     // Waiting for one creation to be observed: the sync must not create.
-    c.inner.expectations.expect_creations("ns/web", 1);
-    c.sync("ns/web")
+    c.inner.expectations.expect_creations(&key("ns/web"), 1);
+    c.sync(&key("ns/web"))
         .await
         .expect("dormant: no creation attempted");
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
-    c.inner.expectations.creation_observed("ns/web");
-    let err = c.sync("ns/web").await.expect_err("a creation is attempted");
+    c.inner.expectations.creation_observed(&key("ns/web"));
+    let err = c
+        .sync(&key("ns/web"))
+        .await
+        .expect_err("a creation is attempted");
     // The failed creation also adds a ReplicaFailure condition, whose write fails the same way.
-    assert!(matches!(err, crate::sync::SyncError::Status(_)), "{err}");
+    assert!(matches!(err, SyncError::Status(_)), "{err}");
     // The failed creation lowered the expectations again, so the next sync may retry.
-    assert!(c.inner.expectations.satisfied_expectations("ns/web"));
+    assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
 }
 
 #[tokio::test]
@@ -169,15 +175,23 @@ async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_se
     c.inner
         .replica_sets
         .cache_insert(replica_set("second", "uid-2", 1, "web"));
-    c.inner.expectations.expect_creations("ns/first", 1);
-    c.inner.expectations.expect_creations("ns/second", 1);
+    c.inner.expectations.expect_creations(&key("ns/first"), 1);
+    c.inner.expectations.expect_creations(&key("ns/second"), 1);
 
     let owned = std::sync::Arc::new(pod("p", "web", Some(("second", "uid-2"))));
     c.on_pod(&Change::Added(owned));
-    assert!(c.inner.expectations.satisfied_expectations("ns/second"));
-    assert!(!c.inner.expectations.satisfied_expectations("ns/first"));
+    assert!(
+        c.inner
+            .expectations
+            .satisfied_expectations(&key("ns/second"))
+    );
+    assert!(
+        !c.inner
+            .expectations
+            .satisfied_expectations(&key("ns/first"))
+    );
     assert_eq!(c.inner.queue.len(), 1, "only the controller is woken");
-    assert_eq!(c.inner.queue.get().await.as_deref(), Some("ns/second"));
+    assert_eq!(c.inner.queue.get().await, Some(key("ns/second")));
 }
 
 #[tokio::test]
@@ -192,12 +206,16 @@ async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
     c.inner
         .replica_sets
         .cache_insert(replica_set("other", "uid-3", 1, "db"));
-    c.inner.expectations.expect_creations("ns/first", 1);
+    c.inner.expectations.expect_creations(&key("ns/first"), 1);
     c.on_pod(&Change::Added(std::sync::Arc::new(pod(
         "orphan", "web", None,
     ))));
     assert_eq!(c.inner.queue.len(), 2);
-    assert!(!c.inner.expectations.satisfied_expectations("ns/first"));
+    assert!(
+        !c.inner
+            .expectations
+            .satisfied_expectations(&key("ns/first"))
+    );
 }
 
 #[tokio::test]
@@ -210,9 +228,9 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
     }
-    c.inner.expectations.expect_creations("ns/web", 1);
+    c.inner.expectations.expect_creations(&key("ns/web"), 1);
     c.on_pod(&Change::Added(std::sync::Arc::new(foreign)));
-    assert!(!c.inner.expectations.satisfied_expectations("ns/web"));
+    assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
     assert_eq!(c.inner.queue.len(), 0);
 }
 
@@ -220,11 +238,11 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
 async fn deleting_a_replica_set_forgets_its_expectations() {
     let c = controller();
     let rs = replica_set("web", "rs-uid", 1, "web");
-    c.inner.expectations.expect_creations("ns/web", 5);
+    c.inner.expectations.expect_creations(&key("ns/web"), 5);
     c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)));
-    assert!(c.inner.expectations.get("ns/web").is_none());
+    assert!(c.inner.expectations.get(&key("ns/web")).is_none());
     // The sync of a ReplicaSet that is gone does nothing and succeeds.
-    c.sync("ns/web").await.expect("gone");
+    c.sync(&key("ns/web")).await.expect("gone");
 }
 
 #[tokio::test]
@@ -235,7 +253,7 @@ async fn a_graceful_deletion_is_counted_once() {
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
     c.inner
         .expectations
-        .expect_deletions("ns/web", vec!["ns/a".to_string()]);
+        .expect_deletions(&key("ns/web"), vec![key("ns/a")]);
     let before = pod("a", "web", Some(("web", "rs-uid")));
     let mut terminating = before.clone();
     terminating.metadata.resource_version = Some("3".into());
@@ -244,11 +262,11 @@ async fn a_graceful_deletion_is_counted_once() {
         old: std::sync::Arc::new(before),
         new: std::sync::Arc::new(terminating.clone()),
     });
-    assert!(c.inner.expectations.satisfied_expectations("ns/web"));
+    assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
     c.inner
         .expectations
-        .expect_deletions("ns/web", vec!["ns/other".to_string()]);
+        .expect_deletions(&key("ns/web"), vec![key("ns/other")]);
     // The final delete of the same pod must not count for another expected deletion.
     c.on_pod(&Change::Deleted(std::sync::Arc::new(terminating)));
-    assert!(!c.inner.expectations.satisfied_expectations("ns/web"));
+    assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
 }

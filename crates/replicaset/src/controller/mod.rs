@@ -1,11 +1,26 @@
-//! The controller object: its caches, queue and bookkeeping, and the workers that drive syncs.
+//! The ReplicaSet controller itself: its caches, queue and bookkeeping, and the workers that drive syncs.
+//! It executes the pure decisions of this crate ([`crate::plan`], [`crate::status`]) against the API
+//! server.
+//!
+//! - [`handlers`]: informer events → ReplicaSet keys, and expectation bookkeeping;
+//! - [`sync`]: `syncReplicaSet` — claim pods, plan, create or delete, write the status;
+//! - [`status`]: the status write with one retry.
+
+mod handlers;
+mod status;
+mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
+use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::UidTrackingExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -49,9 +64,9 @@ pub(crate) struct Shared {
     pub(crate) options: ReplicaSetOptions,
     pub(crate) resource: ApiResource,
     pub(crate) client: Client,
-    pub(crate) replica_sets: Informer<ReplicaSetObject>,
+    pub(crate) replica_sets: Owners<ReplicaSetObject>,
     pub(crate) pods: Informer<Pod>,
-    pub(crate) queue: WorkQueue<String>,
+    pub(crate) queue: WorkQueue<ObjectKey>,
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) consistency: ConsistencyStore,
     pub(crate) pod_control: PodControl,
@@ -77,23 +92,15 @@ impl ReplicaSetController {
             metrics.queue.clone(),
         );
         let consistency = ConsistencyStore::default();
-        let observed_pods = pods.clone();
-        consistency.track_kind(
-            "Pod",
-            Arc::new(move || observed_pods.observed_resource_version()),
-        );
-        let observed_sets = replica_sets.clone();
-        consistency.track_kind(
-            "ReplicaSet",
-            Arc::new(move || observed_sets.observed_resource_version()),
-        );
+        consistency.track(&pods);
+        consistency.track(&replica_sets);
         let recorder = EventRecorder::new(client.clone(), EVENT_COMPONENT);
         let controller = ReplicaSetController {
             inner: Arc::new(Shared {
                 options,
+                replica_sets: Owners::new(replica_sets, resource.clone(), |rs| &rs.spec.selector),
                 resource,
                 client: client.clone(),
-                replica_sets,
                 pods,
                 queue,
                 expectations: UidTrackingExpectations::new(),
@@ -107,7 +114,7 @@ impl ReplicaSetController {
     }
 
     /// Runs the workers until the queue is shut down.
-    pub async fn run(&self) {
+    async fn run_workers(&self) {
         let family = self.inner.options.family.label();
         tracing::info!(
             family,
@@ -121,16 +128,22 @@ impl ReplicaSetController {
             self.inner.options.workers,
             None,
             self.inner.metrics.sync_panics.clone(),
-            move |key: String| {
+            move |key: ObjectKey| {
                 let controller = controller.clone();
                 async move { controller.sync(&key).await }
             },
         )
         .await;
     }
+}
 
-    /// Stops handing out keys; [`ReplicaSetController::run`] returns once in-flight syncs finish.
-    pub fn shut_down(&self) {
+impl Controller for ReplicaSetController {
+    fn run(&self) -> BoxFuture<'static, ()> {
+        let controller = self.clone();
+        async move { controller.run_workers().await }.boxed()
+    }
+
+    fn shut_down(&self) {
         self.inner.queue.shut_down();
     }
 }

@@ -14,59 +14,55 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
+use mini_kcm_runtime::api_errors::{error_message, is_not_found};
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{
-    CONTROLLER_UID_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
+    CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
-use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim, is_not_found};
-use mini_kcm_runtime::pods::control::error_message;
+use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
 use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
 };
 use mini_kcm_runtime::selector::Selector;
 use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
 
-use crate::controller::ReplicaSetController;
+use super::ReplicaSetController;
+use super::status::update_status;
 use crate::plan::{ReplicaPlan, plan_replicas};
-use crate::status::{ManageFailure, calculate_status, update_status};
+use crate::status::{ManageFailure, calculate_status};
 
 /// Why a sync failed; the key is requeued with backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
-    #[error("the {kind} cache has not yet observed this controller's own writes")]
-    StaleCache { kind: &'static str },
-    #[error("malformed key {0:?}")]
-    BadKey(String),
+    #[error("the ReplicaSet or Pod cache has not yet observed this controller's own writes")]
+    StaleCache,
     #[error("claiming pods: {0}")]
     Claim(#[from] ClaimError),
-    #[error("{0}")]
-    Manage(String),
+    #[error(transparent)]
+    Manage(#[from] ManageFailure),
     #[error("updating the status: {0}")]
     Status(#[source] kube::Error),
 }
 
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {
     fn is_expected(&self) -> bool {
-        matches!(self, SyncError::StaleCache { .. })
+        matches!(self, SyncError::StaleCache)
     }
 }
 
 impl ReplicaSetController {
-    pub(crate) async fn sync(&self, key: &str) -> Result<(), SyncError> {
+    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
         if !s.consistency.is_ready(key) {
             s.metrics
                 .stale_sync_skips
                 .inc(&s.resource.group, "replicasets");
-            return Err(SyncError::StaleCache {
-                kind: "ReplicaSet or Pod",
-            });
+            return Err(SyncError::StaleCache);
         }
-        let (namespace, name) = key
-            .split_once('/')
-            .ok_or_else(|| SyncError::BadKey(key.to_string()))?;
-        let Some(rs) = s.replica_sets.get(namespace, name) else {
+        let namespace = key.namespace();
+        let Some(rs) = s.replica_sets.get(namespace, key.name()) else {
             tracing::debug!("ReplicaSet is gone; forgetting its expectations");
             s.consistency.clear(key);
             s.expectations.delete_expectations(key);
@@ -94,33 +90,8 @@ impl ReplicaSetController {
         let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
         let sets_api: Api<ReplicaSetObject> =
             Api::namespaced_with(s.client.clone(), namespace, &s.resource);
-        let labels_match = |pod: &Pod| {
-            pod.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|labels| selector.matches(labels))
-        };
-        let recheck_owner = async || -> Result<(), ClaimError> {
-            // An uncached read: never adopt for an owner that is gone or being deleted.
-            let cannot = |reason: String| ClaimError::CannotAdopt {
-                owner: key.to_string(),
-                reason,
-            };
-            let fresh = sets_api
-                .get(name)
-                .await
-                .map_err(|e| cannot(e.to_string()))?;
-            if fresh.metadata.uid.as_deref() != Some(uid.as_str()) {
-                return Err(cannot(format!(
-                    "original ReplicaSet {key} is gone: got uid {:?}, wanted {uid}",
-                    fresh.metadata.uid
-                )));
-            }
-            if fresh.metadata.deletion_timestamp.is_some() {
-                return Err(cannot(format!("ReplicaSet {key} is being deleted")));
-            }
-            Ok(())
-        };
+        let labels_match = |pod: &Pod| selector.matches_meta(&pod.metadata);
+        let recheck_owner = || s.replica_sets.recheck(&sets_api, &rs);
         let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
             .await?
             .claimed;
@@ -157,15 +128,11 @@ impl ReplicaSetController {
             .await
             .map_err(SyncError::Status)?;
         if stored.metadata.resource_version != rs.metadata.resource_version {
-            s.consistency.record_write(
-                key,
-                "ReplicaSet",
-                stored.metadata.resource_version.as_deref(),
-            );
+            s.consistency.record_write(key, &stored);
         }
         tracing::debug!(elapsed = ?started.elapsed(), "synced");
         if let Some(failure) = failure {
-            return Err(SyncError::Manage(failure.message));
+            return Err(failure.into());
         }
 
         // Pods that are Ready but not yet available become so at a known moment: sync again then.
@@ -180,7 +147,7 @@ impl ReplicaSetController {
                 Timestamp::now(),
             )
             .unwrap_or(fallback);
-            s.queue.add_after(key.to_string(), delay);
+            s.queue.add_after(key.clone(), delay);
         }
         Ok(())
     }
@@ -198,10 +165,7 @@ impl ReplicaSetController {
             let Some(sibling_uid) = sibling.metadata.uid.as_deref() else {
                 continue;
             };
-            for pod in s
-                .pods
-                .by_index(mini_kcm_runtime::kinds::POD_CONTROLLER_INDEX, sibling_uid)
-            {
+            for pod in s.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid) {
                 if seen.insert(pod.metadata.uid.clone()) {
                     related.push(pod);
                 }
@@ -213,7 +177,7 @@ impl ReplicaSetController {
     /// Carries out a plan; returns the failure for the `ReplicaFailure` condition, if any.
     async fn execute(
         &self,
-        key: &str,
+        key: &ObjectKey,
         rs: &ReplicaSetObject,
         owner: &OwnerInfo,
         plan: ReplicaPlan,
@@ -258,7 +222,10 @@ impl ReplicaSetController {
                     "too many replicas: {active} active of {desired} desired, deleting {} pod(s)",
                     pods.len()
                 );
-                let pod_keys = pods.iter().map(|(p, _)| pod_key(p)).collect();
+                let pod_keys = pods
+                    .iter()
+                    .map(|(p, _)| ObjectKey::of(&p.metadata))
+                    .collect();
                 // Expect the deletions before issuing them, so their events are counted exactly once.
                 s.expectations.expect_deletions(key, pod_keys);
                 let regarding = &regarding;
@@ -281,7 +248,7 @@ impl ReplicaSetController {
 
     async fn create_one(
         &self,
-        key: &str,
+        key: &ObjectKey,
         template: &k8s_openapi::api::core::v1::PodTemplateSpec,
         owner: &OwnerInfo,
         regarding: &ObjectReference,
@@ -289,8 +256,7 @@ impl ReplicaSetController {
         let s = &self.inner;
         match s.pod_control.create(template, owner, regarding).await {
             Ok(pod) => {
-                s.consistency
-                    .record_write(key, "Pod", pod.metadata.resource_version.as_deref());
+                s.consistency.record_write(key, &pod);
                 Ok(())
             }
             // Every creation in a terminating namespace fails; that is not our failure.
@@ -301,7 +267,7 @@ impl ReplicaSetController {
 
     async fn delete_one(
         &self,
-        key: &str,
+        key: &ObjectKey,
         pod: &Pod,
         regarding: &ObjectReference,
     ) -> Result<(), String> {
@@ -311,17 +277,14 @@ impl ReplicaSetController {
         match s.pod_control.delete(namespace, name, regarding).await {
             Ok(terminating) => {
                 if let Some(pod) = terminating {
-                    s.consistency.record_write(
-                        key,
-                        "Pod",
-                        pod.metadata.resource_version.as_deref(),
-                    );
+                    s.consistency.record_write(key, &pod);
                 }
                 Ok(())
             }
             Err(e) => {
                 // The informer will not observe this deletion: stop waiting for it.
-                s.expectations.deletion_observed(key, &pod_key(pod));
+                s.expectations
+                    .deletion_observed(key, &ObjectKey::of(&pod.metadata));
                 if is_not_found(&e) {
                     Ok(())
                 } else {
@@ -330,12 +293,4 @@ impl ReplicaSetController {
             }
         }
     }
-}
-
-fn pod_key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }

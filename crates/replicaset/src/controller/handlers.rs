@@ -4,16 +4,13 @@
 //! our ReplicaSets, same UID); an orphan wakes every ReplicaSet whose selector matches it (one of them may
 //! adopt it); a pod creation or deletion we were waiting for is counted against the expectations first.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{ReplicaSetObject, controller_ref};
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
-use mini_kcm_runtime::selector::Selector;
 
-use crate::controller::ReplicaSetController;
+use super::ReplicaSetController;
 
 impl ReplicaSetController {
     pub(crate) fn register_handlers(&self) {
@@ -45,7 +42,7 @@ impl ReplicaSetController {
     }
 
     fn replica_set_deleted(&self, rs: &ReplicaSetObject) {
-        let key = key_of(rs);
+        let key = ObjectKey::of(&rs.metadata);
         self.inner.consistency.clear(&key);
         // A new ReplicaSet with the same name must start with clean expectations.
         self.inner.expectations.delete_expectations(&key);
@@ -67,9 +64,9 @@ impl ReplicaSetController {
             self.pod_deleted(pod);
             return;
         }
-        if let Some(reference) = controller_ref(&pod.metadata) {
-            if let Some(rs) = self.resolve(pod.metadata.namespace.as_deref(), reference) {
-                let key = key_of(&rs);
+        if controller_ref(&pod.metadata).is_some() {
+            if let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) {
+                let key = ObjectKey::of(&rs.metadata);
                 self.inner.expectations.creation_observed(&key);
                 self.inner.queue.add(key);
             }
@@ -77,7 +74,7 @@ impl ReplicaSetController {
         }
         // An orphan: every matching ReplicaSet gets a chance to adopt it. No expectation changes: nobody
         // waits for an orphan.
-        for rs in self.replica_sets_selecting(pod) {
+        for rs in self.inner.replica_sets.selecting(&pod.metadata) {
             self.enqueue(&rs);
         }
     }
@@ -95,17 +92,12 @@ impl ReplicaSetController {
             }
             return;
         }
-        let new_ref = controller_ref(&new.metadata);
-        let old_ref = controller_ref(&old.metadata);
-        let ref_changed = new_ref != old_ref;
-        if ref_changed
-            && let Some(rs) =
-                old_ref.and_then(|r| self.resolve(old.metadata.namespace.as_deref(), r))
-        {
+        let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
+        if ref_changed && let Some(rs) = self.inner.replica_sets.controller_of(&old.metadata) {
             self.enqueue(&rs);
         }
-        if let Some(reference) = new_ref {
-            let Some(rs) = self.resolve(new.metadata.namespace.as_deref(), reference) else {
+        if controller_ref(&new.metadata).is_some() {
+            let Some(rs) = self.inner.replica_sets.controller_of(&new.metadata) else {
                 return;
             };
             self.enqueue(&rs);
@@ -113,88 +105,31 @@ impl ReplicaSetController {
             let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = std::time::Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
-                self.inner.queue.add_after(key_of(&rs), delay);
+                self.inner
+                    .queue
+                    .add_after(ObjectKey::of(&rs.metadata), delay);
             }
             return;
         }
         if labels_changed || ref_changed {
-            for rs in self.replica_sets_selecting(new) {
+            for rs in self.inner.replica_sets.selecting(&new.metadata) {
                 self.enqueue(&rs);
             }
         }
     }
 
     fn pod_deleted(&self, pod: &Pod) {
-        let Some(reference) = controller_ref(&pod.metadata) else {
+        let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };
-        let Some(rs) = self.resolve(pod.metadata.namespace.as_deref(), reference) else {
-            return;
-        };
-        let key = key_of(&rs);
-        let pod_key = format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        );
-        self.inner.expectations.deletion_observed(&key, &pod_key);
+        let key = ObjectKey::of(&rs.metadata);
+        self.inner
+            .expectations
+            .deletion_observed(&key, &ObjectKey::of(&pod.metadata));
         self.inner.queue.add(key);
     }
 
-    /// The ReplicaSet a controller reference points at, if it is one of ours: same kind and API group
-    /// (the two families share pods), found by name, and the same UID.
-    fn resolve(
-        &self,
-        namespace: Option<&str>,
-        reference: &OwnerReference,
-    ) -> Option<Arc<ReplicaSetObject>> {
-        let ours = reference.kind == self.inner.resource.kind
-            && reference.api_version.split('/').next() == Some(self.inner.resource.group.as_str());
-        if !ours {
-            return None;
-        }
-        let rs = self
-            .inner
-            .replica_sets
-            .get(namespace.unwrap_or_default(), &reference.name)?;
-        (rs.metadata.uid.as_deref() == Some(reference.uid.as_str())).then_some(rs)
-    }
-
-    /// ReplicaSets in the pod's namespace whose (non-empty, valid) selector matches the pod's labels.
-    fn replica_sets_selecting(&self, pod: &Pod) -> Vec<Arc<ReplicaSetObject>> {
-        let Some(labels) = pod.metadata.labels.as_ref().filter(|l| !l.is_empty()) else {
-            return Vec::new();
-        };
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let matching: Vec<_> = self
-            .inner
-            .replica_sets
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|rs| {
-                Selector::from_label_selector(&rs.spec.selector)
-                    .is_ok_and(|s| !s.is_empty() && s.matches(labels))
-            })
-            .collect();
-        if matching.len() > 1 {
-            tracing::warn!(
-                pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                namespace,
-                "user error: more than one ReplicaSet selects this pod"
-            );
-        }
-        matching
-    }
-
     fn enqueue(&self, rs: &ReplicaSetObject) {
-        self.inner.queue.add(key_of(rs));
+        self.inner.queue.add(ObjectKey::of(&rs.metadata));
     }
-}
-
-pub(crate) fn key_of(rs: &ReplicaSetObject) -> String {
-    format!(
-        "{}/{}",
-        rs.metadata.namespace.as_deref().unwrap_or_default(),
-        rs.metadata.name.as_deref().unwrap_or_default()
-    )
 }

@@ -1,0 +1,25 @@
+//! The skeleton every controller shares, so the ReplicaSet, Deployment and DaemonSet controllers differ
+//! only where their algorithms differ.
+//!
+//! A controller here is upstream's shape: event handlers map informer events to [`ObjectKey`]s of the
+//! objects it manages (finding owners through [`Owners`]), a work queue hands each key to one worker at a
+//! time (`crate::worker::run_workers`), and a sync reads a snapshot from the caches, decides (pure code in
+//! the controller's crate) and writes. The manager runs every controller through the [`Controller`]
+//! trait, built from its descriptor table (one entry per controller, like kube-controller-manager's).
+
+mod key;
+mod owners;
+
+use futures::future::BoxFuture;
+
+pub use key::ObjectKey;
+pub use owners::Owners;
+
+/// What the manager needs from a controller instance once it is built on the shared informers.
+pub trait Controller: Send + Sync {
+    /// Runs the workers until [`Controller::shut_down`] (the queue drains, in-flight syncs finish).
+    fn run(&self) -> BoxFuture<'static, ()>;
+
+    /// Stops handing out keys.
+    fn shut_down(&self);
+}

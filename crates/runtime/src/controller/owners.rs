@@ -1,0 +1,143 @@
+//! Owner lookup: from a child (a pod, a ReplicaSet) to the controller objects it belongs to or that may
+//! adopt it — the part of upstream's handlers and `ControllerRefManager` that every controller repeats.
+//!
+//! - [`Owners::controller_of`]: the owner a child's controller reference names, if it is one of ours:
+//!   same kind and API group (the `apps/v1` and `minikcm.dev` families share pods), found by name in the
+//!   child's namespace in the cache, and the same UID (a re-created owner with the same name is another
+//!   owner);
+//! - [`Owners::selecting`]: for an orphan, every owner in its namespace whose non-empty selector matches
+//!   its (non-empty) labels — each may adopt it;
+//! - [`Owners::recheck`]: the uncached read before the first adoption of a claim pass, so nothing is
+//!   adopted for an owner that is gone, re-created or being deleted (the cache may lag).
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use kube::api::ObjectMeta;
+use kube::discovery::ApiResource;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::informers::Informer;
+use crate::kinds::controller_ref;
+use crate::ownership::AdoptionRefused;
+use crate::selector::Selector;
+
+/// The owners of one kind (and family) as a controller sees them: its cache of them and how to read
+/// their selector.
+pub struct Owners<K: Resource> {
+    cache: Informer<K>,
+    resource: ApiResource,
+    selector_of: fn(&K) -> &LabelSelector,
+}
+
+impl<K: Resource> Clone for Owners<K> {
+    fn clone(&self) -> Self {
+        Owners {
+            cache: self.cache.clone(),
+            resource: self.resource.clone(),
+            selector_of: self.selector_of,
+        }
+    }
+}
+
+/// The owners' cache reads through: `owners.get(namespace, name)`, `owners.list()`, ...
+impl<K: Resource> std::ops::Deref for Owners<K> {
+    type Target = Informer<K>;
+
+    fn deref(&self) -> &Informer<K> {
+        &self.cache
+    }
+}
+
+impl<K> Owners<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// `resource` names the owners' kind and API group; `selector_of` reads an owner's `spec.selector`.
+    pub fn new(
+        cache: Informer<K>,
+        resource: ApiResource,
+        selector_of: fn(&K) -> &LabelSelector,
+    ) -> Self {
+        Owners {
+            cache,
+            resource,
+            selector_of,
+        }
+    }
+
+    /// Whether an owner reference names our kind in our API group (any version).
+    pub fn is_our_kind(&self, reference: &OwnerReference) -> bool {
+        reference.kind == self.resource.kind
+            && reference.api_version.split('/').next() == Some(self.resource.group.as_str())
+    }
+
+    /// The cached owner `reference` points at, for a child in `namespace`, if it is ours (kind, group,
+    /// name and UID).
+    pub fn resolve(&self, namespace: Option<&str>, reference: &OwnerReference) -> Option<Arc<K>> {
+        if !self.is_our_kind(reference) {
+            return None;
+        }
+        let owner = self
+            .cache
+            .get(namespace.unwrap_or_default(), &reference.name)?;
+        (owner.meta().uid.as_deref() == Some(reference.uid.as_str())).then_some(owner)
+    }
+
+    /// The owner named by the child's controller reference, if the child has one and it is ours.
+    pub fn controller_of(&self, child: &ObjectMeta) -> Option<Arc<K>> {
+        self.resolve(child.namespace.as_deref(), controller_ref(child)?)
+    }
+
+    /// Owners in the child's namespace whose non-empty, valid selector matches its labels. A child
+    /// without labels matches none (upstream: "no labels, no owner"). More than one is a user error,
+    /// logged as upstream does; each of them gets the chance to adopt.
+    pub fn selecting(&self, child: &ObjectMeta) -> Vec<Arc<K>> {
+        if child.labels.as_ref().is_none_or(|l| l.is_empty()) {
+            return Vec::new();
+        }
+        let namespace = child.namespace.as_deref().unwrap_or_default();
+        let matching: Vec<_> = self
+            .cache
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|owner| {
+                Selector::from_label_selector((self.selector_of)(owner))
+                    .is_ok_and(|s| !s.is_empty() && s.matches_meta(child))
+            })
+            .collect();
+        if matching.len() > 1 {
+            tracing::warn!(
+                object = child.name.as_deref().unwrap_or_default(),
+                namespace,
+                kind = %self.resource.kind,
+                count = matching.len(),
+                "user error: more than one {} selects this object",
+                self.resource.kind
+            );
+        }
+        matching
+    }
+
+    /// The uncached re-check before adopting for `owner`: a fresh GET through `api` (the owner's
+    /// namespace) must find the same UID, not being deleted.
+    pub async fn recheck(&self, api: &Api<K>, owner: &K) -> Result<(), AdoptionRefused> {
+        let name = owner.meta().name.as_deref().unwrap_or_default();
+        let fresh = api.get(name).await.map_err(AdoptionRefused::Read)?;
+        if fresh.meta().uid != owner.meta().uid {
+            return Err(AdoptionRefused::Replaced {
+                kind: self.resource.kind.clone(),
+                got: fresh.meta().uid.clone(),
+                wanted: owner.meta().uid.clone(),
+            });
+        }
+        if fresh.meta().deletion_timestamp.is_some() {
+            return Err(AdoptionRefused::Deleting {
+                kind: self.resource.kind.clone(),
+            });
+        }
+        Ok(())
+    }
+}
