@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 
 use crate::accessors::deployment_replicas;
-use crate::rolling::max_surge;
+use crate::strategy::max_surge;
 use crate::{DeploymentObject, ReplicaSetObject};
 
 /// The rollout sequence number of a ReplicaSet (and, copied, of its Deployment).

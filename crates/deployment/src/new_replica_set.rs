@@ -22,8 +22,9 @@ use crate::conditions::{
     new_deployment_condition, reasons, set_deployment_condition,
 };
 use crate::hash::compute_hash;
+use crate::progress::has_progress_deadline;
 use crate::replica_sets::equal_ignore_hash;
-use crate::rolling::{has_progress_deadline, new_rs_new_replicas};
+use crate::rolling::new_rs_new_replicas;
 use crate::{DeploymentObject, Error, ReplicaSetObject};
 
 /// The longest object name (a DNS-1123 subdomain).

@@ -13,11 +13,10 @@ use crate::accessors::{
     deployment_replicas, deployment_status, rs_available_replicas, rs_replicas,
 };
 use crate::annotations::{desired_replicas_annotation, max_replicas_annotation};
+use crate::replica_sets::get_replica_count_for_replica_sets;
 use crate::replica_sets::{cmp_by_creation, cmp_by_size_newer, cmp_by_size_older, filter_active};
-use crate::rolling::{
-    get_replica_count_for_replica_sets, is_rolling_update, max_surge, saturate_to_i32,
-};
 use crate::scale::ScaleStep;
+use crate::strategy::{is_rolling_update, max_surge, saturate_to_i32};
 use crate::{DeploymentObject, ReplicaSetObject};
 
 /// Whether the new ReplicaSet already holds the whole Deployment: its size, its `desired-replicas`

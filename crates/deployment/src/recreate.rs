@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::ReplicaSetObject;
 use crate::replica_sets::filter_active;
-use crate::rolling::get_actual_replica_count_for_replica_sets;
+use crate::replica_sets::get_actual_replica_count_for_replica_sets;
 use crate::scale::ScaleStep;
 
 /// Steps scaling every active old ReplicaSet to 0 (lazy, so inactive ones are not written).

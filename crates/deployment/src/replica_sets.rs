@@ -11,8 +11,12 @@ use std::cmp::Ordering;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use serde_json::{Map, Value};
 
-use crate::accessors::{creation_timestamp, name, rs_replicas, rs_template, same_replica_set};
+use crate::accessors::{
+    creation_timestamp, name, rs_available_replicas, rs_observed_generation, rs_ready_replicas,
+    rs_replicas, rs_status_replicas, rs_template, rs_terminating_replicas, same_replica_set,
+};
 use crate::annotations::{POD_TEMPLATE_HASH_LABEL, revision};
+use crate::strategy::saturating_sum;
 use crate::{DeploymentObject, ReplicaSetObject};
 
 /// JSON keys of the map-typed fields of a pod template. An empty map there equals an absent one;
@@ -157,6 +161,40 @@ pub fn set_from_replica_set_template(d: &mut DeploymentObject, template: &PodTem
         labels.remove(POD_TEMPLATE_HASH_LABEL);
     }
     d.spec.template = template;
+}
+
+/// Σ `spec.replicas` (upstream's `GetReplicaCountForReplicaSets`).
+pub fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    saturating_sum(rss.iter().map(|rs| rs_replicas(rs)))
+}
+
+/// Σ `status.replicas`.
+pub fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    saturating_sum(rss.iter().map(|rs| rs_status_replicas(rs)))
+}
+
+/// Σ `status.readyReplicas`.
+pub fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    saturating_sum(rss.iter().map(|rs| rs_ready_replicas(rs)))
+}
+
+/// Σ `status.availableReplicas`.
+pub fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+    saturating_sum(rss.iter().map(|rs| rs_available_replicas(rs)))
+}
+
+/// Σ `status.terminatingReplicas`, or `None` when a ReplicaSet the ReplicaSet controller has synced
+/// does not report it (then the sum is unknown). Never-synced ReplicaSets count as 0.
+pub fn get_terminating_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> Option<i32> {
+    let mut total = 0;
+    for rs in rss {
+        match rs_terminating_replicas(rs) {
+            Some(n) => total = saturating_sum([total, n]),
+            None if rs_observed_generation(rs) == 0 => {}
+            None => return None,
+        }
+    }
+    Some(total)
 }
 
 #[cfg(test)]

@@ -1,12 +1,6 @@
-//! The RollingUpdate strategy: how far a rollout may surge above and dip below `spec.replicas`, the
-//! plans that scale the new ReplicaSet up and the old ones down (upstream's `rolling.go` and the
-//! arithmetic of `deployment_util.go`), and the predicates that judge a rollout's progress.
-//!
-//! Sizes are Go `int32`s upstream, whose arithmetic wraps; here every sum and difference of sizes
-//! saturates instead, so no input can panic a debug build. The two agree wherever Go's result is in range;
-//! they differ only for sizes near 2^31 (e.g. `replicas: 2147483647` with `maxSurge: 1`), where Go's
-//! wrapped value is meaningless (a negative pod limit that blocks the rollout) and saturation gives the
-//! intended one (a limit of `i32::MAX`).
+//! The RollingUpdate strategy's plans (upstream's `rolling.go`): how far the new ReplicaSet may grow
+//! now, and which old ReplicaSets scale down by how much, within the limits [`crate::strategy`]
+//! resolves.
 //!
 //! A rollout step never lets the total of `spec.replicas` over all ReplicaSets exceed
 //! `replicas + maxSurge`, and never scales old ReplicaSets down further than keeps
@@ -14,101 +8,19 @@
 //! room to scale old ones down, so a broken new template cannot eat the old pods (e.g. 10 replicas,
 //! surge 3, unavailable 2: old 8 + new 5, and it stays there).
 
-use k8s_openapi::api::apps::v1::DeploymentStatus;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use mini_kcm_runtime::int_or_percent::{Rounding, scaled_value};
 
 use crate::accessors::{
-    RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, deployment_status, generation,
-    rs_available_replicas, rs_observed_generation, rs_ready_replicas, rs_replicas,
-    rs_status_replicas, rs_terminating_replicas, strategy_type,
+    RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, rs_available_replicas,
+    rs_replicas, strategy_type,
 };
-use crate::conditions::{PROGRESSING, get_deployment_condition, reasons};
-use crate::replica_sets::cmp_by_creation;
+use crate::replica_sets::{
+    cmp_by_creation, get_available_replica_count_for_replica_sets,
+    get_replica_count_for_replica_sets,
+};
 use crate::scale::ScaleStep;
+use crate::strategy::{max_unavailable, rolling_params, saturating_sum};
 use crate::{DeploymentObject, Error, ReplicaSetObject};
-
-/// `value` clamped into the `i32` range.
-pub(crate) fn saturate_to_i32(value: i64) -> i32 {
-    i32::try_from(value).unwrap_or(if value < 0 { i32::MIN } else { i32::MAX })
-}
-
-/// `Σ values`, saturating (Go's `int32` sums wrap; see the module header).
-pub(crate) fn saturating_sum(values: impl IntoIterator<Item = i32>) -> i32 {
-    values.into_iter().fold(0, i32::saturating_add)
-}
-
-/// Resolves maxSurge and maxUnavailable against `desired` replicas: surge rounds up, unavailable rounds
-/// down, an absent value is 0. Both resolving to 0 (validation forbids it explicitly, but rounding down
-/// can produce it) makes unavailable 1, so the rollout can proceed even where surge pods cannot be
-/// scheduled (e.g. quota).
-pub fn resolve_fenceposts(
-    max_surge: Option<&IntOrString>,
-    max_unavailable: Option<&IntOrString>,
-    desired: i32,
-) -> Result<(i32, i32), Error> {
-    let zero = IntOrString::Int(0);
-    let surge = scaled_value(Some(max_surge.unwrap_or(&zero)), desired, Rounding::Up)?;
-    let mut unavailable = scaled_value(
-        Some(max_unavailable.unwrap_or(&zero)),
-        desired,
-        Rounding::Down,
-    )?;
-    if surge == 0 && unavailable == 0 {
-        unavailable = 1;
-    }
-    Ok((surge, unavailable))
-}
-
-/// Whether the Deployment uses the RollingUpdate strategy.
-pub fn is_rolling_update(d: &DeploymentObject) -> bool {
-    strategy_type(d) == ROLLING_UPDATE_STRATEGY
-}
-
-fn rolling_params(d: &DeploymentObject) -> (Option<&IntOrString>, Option<&IntOrString>) {
-    let rolling = d
-        .spec
-        .strategy
-        .as_ref()
-        .and_then(|s| s.rolling_update.as_ref());
-    (
-        rolling.and_then(|r| r.max_surge.as_ref()),
-        rolling.and_then(|r| r.max_unavailable.as_ref()),
-    )
-}
-
-fn fenceposts(d: &DeploymentObject) -> (i32, i32) {
-    let (surge, unavailable) = rolling_params(d);
-    // Invalid values are rejected by validation; upstream then reads both as 0.
-    resolve_fenceposts(surge, unavailable, deployment_replicas(d)).unwrap_or((0, 0))
-}
-
-/// The pods a rolling Deployment may have unavailable: 0 for Recreate or 0 replicas, at most
-/// `spec.replicas`.
-pub fn max_unavailable(d: &DeploymentObject) -> i32 {
-    let replicas = deployment_replicas(d);
-    if !is_rolling_update(d) || replicas == 0 {
-        return 0;
-    }
-    fenceposts(d).1.min(replicas)
-}
-
-/// The pods a rolling Deployment must keep available (0 for Recreate).
-pub fn min_available(d: &DeploymentObject) -> i32 {
-    if !is_rolling_update(d) {
-        return 0;
-    }
-    deployment_replicas(d).saturating_sub(max_unavailable(d))
-}
-
-/// The pods a rolling Deployment may run above `spec.replicas` (0 for Recreate).
-pub fn max_surge(d: &DeploymentObject) -> i32 {
-    if !is_rolling_update(d) {
-        return 0;
-    }
-    fenceposts(d).0
-}
 
 /// The size the new ReplicaSet may grow to now (upstream's `NewRSNewReplicas`).
 ///
@@ -337,109 +249,21 @@ pub fn reconcile_old_replica_sets(
     plan
 }
 
-/// Σ `spec.replicas` (upstream's `GetReplicaCountForReplicaSets`).
-pub fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    saturating_sum(rss.iter().map(|rs| rs_replicas(rs)))
-}
-
-/// Σ `status.replicas`.
-pub fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    saturating_sum(rss.iter().map(|rs| rs_status_replicas(rs)))
-}
-
-/// Σ `status.readyReplicas`.
-pub fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    saturating_sum(rss.iter().map(|rs| rs_ready_replicas(rs)))
-}
-
-/// Σ `status.availableReplicas`.
-pub fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
-    saturating_sum(rss.iter().map(|rs| rs_available_replicas(rs)))
-}
-
-/// Σ `status.terminatingReplicas`, or `None` when a ReplicaSet the ReplicaSet controller has synced
-/// does not report it (then the sum is unknown). Never-synced ReplicaSets count as 0.
-pub fn get_terminating_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> Option<i32> {
-    let mut total = 0;
-    for rs in rss {
-        match rs_terminating_replicas(rs) {
-            Some(n) => total = saturating_sum([total, n]),
-            None if rs_observed_generation(rs) == 0 => {}
-            None => return None,
-        }
-    }
-    Some(total)
-}
-
-/// A rollout is complete once every desired replica is updated and available, no old pod is left,
-/// and the status describes the current generation.
-pub fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> bool {
-    let replicas = deployment_replicas(d);
-    status.updated_replicas.unwrap_or(0) == replicas
-        && status.replicas.unwrap_or(0) == replicas
-        && status.available_replicas.unwrap_or(0) == replicas
-        && status.observed_generation.unwrap_or(0) >= generation(&d.metadata)
-}
-
-/// Whether `new_status` shows progress over the Deployment's stored status: more updated, ready or
-/// available pods, or fewer old pods.
-pub fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatus) -> bool {
-    let old = deployment_status(d);
-    let count = |v: Option<i32>| v.unwrap_or(0);
-    let old_old_replicas = count(old.replicas).saturating_sub(count(old.updated_replicas));
-    let new_old_replicas =
-        count(new_status.replicas).saturating_sub(count(new_status.updated_replicas));
-    count(new_status.updated_replicas) > count(old.updated_replicas)
-        || new_old_replicas < old_old_replicas
-        || count(new_status.ready_replicas) > count(old.ready_replicas)
-        || count(new_status.available_replicas) > count(old.available_replicas)
-}
-
-/// Whether the Deployment has a progress deadline (`progressDeadlineSeconds` set and not the
-/// "no deadline" sentinel `i32::MAX`).
-pub fn has_progress_deadline(d: &DeploymentObject) -> bool {
-    d.spec
-        .progress_deadline_seconds
-        .is_some_and(|s| s != i32::MAX)
-}
-
-/// Whether the rollout has exceeded its progress deadline at `now`: the Progressing condition of
-/// `new_status` already says so, or its lastUpdateTime is more than `progressDeadlineSeconds` ago.
-/// Never after a completed rollout (reason NewReplicaSetAvailable): its condition may simply be old.
-pub fn deployment_timed_out(
-    d: &DeploymentObject,
-    new_status: &DeploymentStatus,
-    now: Timestamp,
-) -> bool {
-    let Some(deadline) = d
-        .spec
-        .progress_deadline_seconds
-        .filter(|_| has_progress_deadline(d))
-    else {
-        return false;
-    };
-    let Some(condition) = get_deployment_condition(new_status, PROGRESSING) else {
-        return false;
-    };
-    match condition.reason.as_deref() {
-        Some(reasons::NEW_RS_AVAILABLE) => return false,
-        Some(reasons::TIMED_OUT) => return true,
-        _ => {}
-    }
-    // An absent lastUpdateTime is Go's zero time: long past any deadline.
-    let Some(from) = condition.last_update_time.as_ref().map(|t| t.0) else {
-        return true;
-    };
-    from.checked_add(SignedDuration::from_secs(i64::from(deadline)))
-        .is_ok_and(|expiry| expiry < now)
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::apps::v1::DeploymentCondition;
+    use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use k8s_openapi::jiff::Timestamp;
 
     use super::*;
+    use crate::conditions::{PROGRESSING, reasons};
+    use crate::progress::{deployment_complete, deployment_progressing, deployment_timed_out};
+    use crate::replica_sets::{
+        get_actual_replica_count_for_replica_sets, get_ready_replica_count_for_replica_sets,
+        get_terminating_replica_count_for_replica_sets,
+    };
+    use crate::strategy::{max_surge, min_available, resolve_fenceposts};
     use crate::testutil::{
         deployment, deployment_with, recreate, rs, rs_at, ts, with_available, with_status,
     };

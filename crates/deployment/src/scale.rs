@@ -7,7 +7,7 @@
 
 use crate::accessors::{deployment_replicas, name, rs_replicas};
 use crate::annotations::{replicas_annotations_need_update, set_replicas_annotations};
-use crate::rolling::max_surge;
+use crate::strategy::max_surge;
 use crate::{DeploymentObject, ReplicaSetObject};
 
 /// The event reason of every ReplicaSet resize.

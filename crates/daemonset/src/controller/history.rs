@@ -24,9 +24,10 @@ use mini_kcm_runtime::selector::Selector;
 use serde_json::json;
 
 use super::DaemonSetController;
-use super::sync::{Snapshot, SyncError};
+use super::error::{HistoryFailure, SyncError};
+use super::snapshot::Snapshot;
 use crate::history::{
-    HistoryError, build_revision, dedup_histories, live_hashes, max_revision, relabel_pod_patch,
+    build_revision, dedup_histories, live_hashes, max_revision, relabel_pod_patch,
     revision_create_body, revision_data, revision_history_limit, revision_matches,
     revisions_to_clean_up,
 };
@@ -37,32 +38,6 @@ use crate::{DaemonSetObject, REVISION_HASH_LABEL};
 pub(crate) struct History {
     pub(crate) current: Arc<ControllerRevision>,
     pub(crate) old: Vec<Arc<ControllerRevision>>,
-}
-
-/// Why the history could not be constructed.
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryFailure {
-    #[error(transparent)]
-    Data(#[from] HistoryError),
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("claiming ControllerRevisions: {0}")]
-    Claim(#[from] mini_kcm_runtime::ownership::ClaimError),
-    #[error(
-        "found a stale collision count ({cached:?}, expected {fresh:?}) of the DaemonSet; will retry until it is updated"
-    )]
-    StaleCollisionCount {
-        cached: Option<i32>,
-        fresh: Option<i32>,
-    },
-    #[error(
-        "ControllerRevision {name} already exists with another template: bumped collisionCount to {count}"
-    )]
-    HashCollision { name: String, count: i32 },
 }
 
 fn api_failure(action: impl Into<String>) -> impl FnOnce(kube::Error) -> HistoryFailure {

@@ -6,15 +6,18 @@
 //! - [`sync`]: `syncDaemonSet` — claim pods, construct the history, manage, roll, clean up, status;
 //! - [`history`]: the ControllerRevision writes (claim, create with exact bytes, dedup, renumber, clean up);
 //! - [`pods`]: `syncNodes` — create pods pinned to their nodes in slow-start batches, delete pods;
-//! - [`status`]: the status write with one retry, and the `minReadySeconds` requeue.
+//! - [`status`]: the status write with one retry, and the `minReadySeconds` requeue;
+//! - [`snapshot`]: what one sync read, shared by those steps; [`error`]: how a sync fails.
 //!
 //! One instance manages one API family (`apps/v1` or the `minikcm.dev` copies); both instances share the
 //! pod, node and ControllerRevision informers (ControllerRevisions are `apps/v1` for both families: their
 //! owner reference names the DaemonSet of whichever family).
 
+mod error;
 mod handlers;
 mod history;
 mod pods;
+mod snapshot;
 mod status;
 mod sync;
 #[cfg(test)]
@@ -47,7 +50,7 @@ use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
 use crate::placement::DaemonPlacement;
 use crate::{BURST_REPLICAS, DaemonSetObject};
 
-pub use sync::SyncError;
+pub use error::SyncError;
 
 /// The `reportingController` of our events, as upstream.
 pub const EVENT_COMPONENT: &str = "daemonset-controller";

@@ -18,7 +18,8 @@ use mini_kcm_runtime::pods::control::{PodWriteError, PodWriteErrors};
 use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
 
 use super::DaemonSetController;
-use super::sync::{Snapshot, SyncError};
+use super::error::SyncError;
+use super::snapshot::Snapshot;
 use crate::affinity::{create_pod_template, pod_template_for_node};
 use crate::update::template_generation;
 

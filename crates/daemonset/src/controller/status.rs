@@ -10,7 +10,8 @@ use kube::Api;
 use kube::api::PostParams;
 
 use super::DaemonSetController;
-use super::sync::{Snapshot, SyncError};
+use super::error::SyncError;
+use super::snapshot::Snapshot;
 use crate::DaemonSetObject;
 use crate::status::{StatusCounts, calculate_status, status_to_store};
 

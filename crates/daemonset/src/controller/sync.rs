@@ -16,69 +16,24 @@
 //! nodes are only read, never copied: there is no node-to-pod table to maintain between syncs, the mapping
 //! is rebuilt from the snapshot each time.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::pods_for_owner;
-use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
-use mini_kcm_runtime::pods::control::PodWriteErrors;
+use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::selector::Selector;
 
 use super::DaemonSetController;
-use super::history::{History, HistoryFailure};
+use super::error::SyncError;
+use super::history::History;
+use super::snapshot::Snapshot;
 use crate::manage::{ManageContext, group_pods_by_node, plan_manage};
-use crate::placement::DaemonPlacement;
-use crate::update::{UpdateError, plan_rolling_update};
+use crate::update::plan_rolling_update;
 use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
-
-/// Why a sync failed; the key is requeued with backoff (forever, as upstream).
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(
-        "the DaemonSet, Pod or ControllerRevision cache has not yet observed this controller's own writes"
-    )]
-    StaleCache,
-    #[error("claiming {what}: {source}")]
-    Claim {
-        what: &'static str,
-        #[source]
-        source: ClaimError,
-    },
-    #[error("failed to construct revisions of DaemonSet: {0}")]
-    History(#[from] HistoryFailure),
-    #[error(transparent)]
-    Manage(#[from] PodWriteErrors),
-    #[error("couldn't get unavailable numbers: {0}")]
-    RollingUpdate(#[from] UpdateError),
-    #[error("failed to clean up revisions of DaemonSet: {0}")]
-    Cleanup(#[source] kube::Error),
-    #[error("error storing status for DaemonSet: {0}")]
-    Status(#[source] kube::Error),
-}
-
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    fn is_expected(&self) -> bool {
-        matches!(self, SyncError::StaleCache)
-    }
-}
-
-/// What one sync read from the caches, shared by its steps.
-pub(crate) struct Snapshot<'a> {
-    pub(crate) key: &'a ObjectKey,
-    pub(crate) ds: &'a DaemonSetObject,
-    pub(crate) owner: OwnerInfo,
-    pub(crate) placement: &'a DaemonPlacement,
-    pub(crate) nodes: &'a [Arc<Node>],
-    /// Claimed pods by target node, without terminal pods that are being deleted.
-    pub(crate) node_to_pods: BTreeMap<String, Vec<&'a Pod>>,
-    /// The current revision's hash: the label of new pods.
-    pub(crate) hash: &'a str,
-}
 
 impl DaemonSetController {
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {

@@ -3,8 +3,10 @@
 //!
 //! - [`handlers`]: informer events → Deployment keys;
 //! - [`sync`]: `syncDeployment` — claim ReplicaSets, then pause / rollback / scaling / rollout;
-//! - [`rollout`]: the steps that write: create the new ReplicaSet, scale, clean up, write status.
+//! - [`rollout`]: the steps that write: create the new ReplicaSet, scale, clean up, write status;
+//! - [`error`]: how a sync fails.
 
+mod error;
 mod handlers;
 mod rollout;
 mod sync;
@@ -28,7 +30,7 @@ use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::worker::run_workers;
 use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
-pub use sync::SyncError;
+pub use error::SyncError;
 
 /// The `reportingController` of our events, as upstream.
 pub const EVENT_COMPONENT: &str = "deployment-controller";

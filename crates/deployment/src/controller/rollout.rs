@@ -18,26 +18,28 @@ use mini_kcm_runtime::ownership::OwnerInfo;
 use serde_json::json;
 
 use super::DeploymentController;
-use super::sync::SyncError;
+use super::error::SyncError;
 use crate::accessors::{deployment_replicas, name};
 use crate::annotations::{
     clear_rollback_to, last_revision, revision, rollback_to, set_deployment_annotations_to,
 };
-use crate::conditions::{
-    calculate_status, messages, requeue_after_for_progress, rollout_status, status_needs_write,
-    with_status_selector,
-};
+use crate::conditions::messages;
 use crate::history::replica_sets_to_clean_up;
 use crate::new_replica_set::{
     ExistingNewReplicaSet, bump_collision_count, is_own_new_replica_set, new_replica_set,
     record_create_failure, record_new_replica_set, sync_existing_new_replica_set,
 };
+use crate::progress::deployment_complete;
 use crate::proportional::proportional_scale_plan;
 use crate::recreate::{old_pods_running, scale_down_old_replica_sets_for_recreate};
 use crate::replica_sets::{equal_ignore_hash, find_new_replica_set, find_old_replica_sets};
-use crate::rolling::{deployment_complete, reconcile_new_replica_set, reconcile_old_replica_sets};
+use crate::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
 use crate::scale::{
     SCALING_REPLICA_SET_REASON, ScaleStep, scale_replica_set, scaling_event_message,
+};
+use crate::status::{
+    calculate_status, requeue_after_for_progress, rollout_status, status_needs_write,
+    with_status_selector,
 };
 
 pub(crate) struct Rollout<'a> {

@@ -14,66 +14,22 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use mini_kcm_runtime::api_errors::is_conflict;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
     orphan_index_value,
 };
-use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::selector::Selector;
 
 use super::DeploymentController;
+use super::error::SyncError;
 use super::rollout::Rollout;
 use crate::accessors::{RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, strategy_type};
 use crate::annotations::rollback_to;
-use crate::conditions::check_paused_conditions;
 use crate::proportional::is_scaling_event;
-
-/// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error("the Deployment or ReplicaSet cache has not yet observed this controller's own writes")]
-    StaleCache,
-    #[error("claiming ReplicaSets: {0}")]
-    Claim(#[from] ClaimError),
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error(transparent)]
-    Plan(#[from] crate::Error),
-    #[error("unexpected deployment strategy type: {0}")]
-    UnexpectedStrategy(String),
-    #[error("hash collision with ReplicaSet {replica_set}; collisionCount raised")]
-    HashCollision { replica_set: String },
-    #[error("no new ReplicaSet after creating one")]
-    NoNewReplicaSet,
-}
-
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    /// A write conflict or a stale cache means our cache was behind; the retry reads fresher objects.
-    /// Routine.
-    fn is_expected(&self) -> bool {
-        match self {
-            SyncError::StaleCache => true,
-            SyncError::Api { source, .. } => is_conflict(source),
-            _ => false,
-        }
-    }
-}
-
-impl SyncError {
-    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> Self {
-        SyncError::Api {
-            action: action.into(),
-            source,
-        }
-    }
-}
+use crate::status::check_paused_conditions;
 
 impl DeploymentController {
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {

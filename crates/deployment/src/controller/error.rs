@@ -1,0 +1,49 @@
+//! How a Deployment sync fails: [`SyncError`]; the key is retried with backoff, at most
+//! [`MAX_RETRIES`](super::MAX_RETRIES) times in a row, as upstream.
+
+use mini_kcm_runtime::api_errors::is_conflict;
+use mini_kcm_runtime::ownership::ClaimError;
+
+/// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("the Deployment or ReplicaSet cache has not yet observed this controller's own writes")]
+    StaleCache,
+    #[error("claiming ReplicaSets: {0}")]
+    Claim(#[from] ClaimError),
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Plan(#[from] crate::Error),
+    #[error("unexpected deployment strategy type: {0}")]
+    UnexpectedStrategy(String),
+    #[error("hash collision with ReplicaSet {replica_set}; collisionCount raised")]
+    HashCollision { replica_set: String },
+    #[error("no new ReplicaSet after creating one")]
+    NoNewReplicaSet,
+}
+
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {
+    /// A write conflict or a stale cache means our cache was behind; the retry reads fresher objects.
+    /// Routine.
+    fn is_expected(&self) -> bool {
+        match self {
+            SyncError::StaleCache => true,
+            SyncError::Api { source, .. } => is_conflict(source),
+            _ => false,
+        }
+    }
+}
+
+impl SyncError {
+    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> Self {
+        SyncError::Api {
+            action: action.into(),
+            source,
+        }
+    }
+}
