@@ -8,7 +8,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::PlaneError;
@@ -52,9 +51,16 @@ impl StateDir {
             .write(true)
             .open(&owner_path)
             .map_err(|e| PlaneError::io(format!("opening {}", owner_path.display()), e))?;
-        // SAFETY: flock on a descriptor we own; LOCK_NB makes it fail instead of waiting.
-        if unsafe { libc::flock(owner.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Ok(None);
+        // An exclusive lock (flock on Linux) that fails instead of waiting when someone holds it.
+        match owner.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(PlaneError::io(
+                    format!("locking {}", owner_path.display()),
+                    e,
+                ));
+            }
         }
         // Remove what a previous plane left behind, but never anything we did not create.
         for sub in ["pki", "etcd", "logs", "kwok"] {
@@ -83,10 +89,7 @@ impl Drop for StateDir {
     fn drop(&mut self) {
         // Unlock explicitly rather than by closing: a child forked at this moment shares the open file
         // until it execs, and closing our descriptor alone would leave the lock held that long.
-        // SAFETY: flock on a descriptor we own.
-        unsafe {
-            libc::flock(self.owner_file.as_raw_fd(), libc::LOCK_UN);
-        }
+        let _ = self.owner_file.unlock();
     }
 }
 

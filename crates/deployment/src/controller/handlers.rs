@@ -34,7 +34,7 @@ impl DeploymentController {
         });
     }
 
-    fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
+    pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
         match change {
             Change::Added(rs) => {
                 if controller_ref(&rs.metadata).is_some() {
@@ -78,7 +78,7 @@ impl DeploymentController {
     }
 
     /// A Recreate rollout waits until no old pod runs: each pod deletion may be the last one.
-    fn pod_deleted(&self, pod: &Pod) {
+    pub(crate) fn pod_deleted(&self, pod: &Pod) {
         let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };

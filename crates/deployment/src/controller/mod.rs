@@ -10,6 +10,8 @@ mod error;
 mod handlers;
 mod rollout;
 mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
