@@ -70,7 +70,7 @@ pub use new_replica_set::{
 pub use progress::{deployment_complete, deployment_progressing, deployment_timed_out};
 pub use proportional::{
     find_active_or_latest, get_proportion, get_replica_sets_delta, is_saturated, is_scaling_event,
-    proportional_scale_plan,
+    plan_proportional_scale,
 };
 pub use recreate::old_pods_running;
 pub use replica_sets::{

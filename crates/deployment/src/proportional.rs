@@ -147,7 +147,7 @@ pub fn is_scaling_event(
 ///    of ReplicaSets whose size does not change, and may have `from == to`.
 ///
 /// Recreate Deployments with several active ReplicaSets are left alone (the rollout handles them).
-pub fn proportional_scale_plan(
+pub fn plan_proportional_scale(
     d: &DeploymentObject,
     new_rs: Option<&ReplicaSetObject>,
     old_rss: &[&ReplicaSetObject],
@@ -245,7 +245,7 @@ mod tests {
         // Their true total (2^32 - 2) does not fit an int32 (Go's wraps to -2 and scales *up*); the
         // saturated one only ever scales down, and later syncs (no longer scaling events: the steps
         // rewrite the annotations) bring the new ReplicaSet down to `replicas`.
-        let steps = proportional_scale_plan(&d, Some(&new_rs), &[&old]);
+        let steps = plan_proportional_scale(&d, Some(&new_rs), &[&old]);
         assert!(
             steps.iter().all(|s| s.to >= 0 && s.to <= s.from),
             "{steps:?}"
@@ -264,7 +264,7 @@ mod tests {
         };
         let (new_rs, old) = (small("new", NEW), small("old", OLD));
         let d = deployment("huge", MAX, 1, 0);
-        let steps = proportional_scale_plan(&d, Some(&new_rs), &[&old]);
+        let steps = plan_proportional_scale(&d, Some(&new_rs), &[&old]);
         assert!(steps.iter().all(|s| s.to >= 0), "{steps:?}");
         assert_eq!(
             replica_set_fraction(&rs("x", MAX), &deployment("d", 0, 1, 0)),
@@ -511,7 +511,7 @@ mod tests {
                 set_replicas_annotations(r, desired, desired + old_surge);
             }
             let old_refs: Vec<&ReplicaSetObject> = c.old_rss.iter().collect();
-            let steps = proportional_scale_plan(&c.deployment, c.new_rs.as_ref(), &old_refs);
+            let steps = plan_proportional_scale(&c.deployment, c.new_rs.as_ref(), &old_refs);
             let sizes: BTreeMap<String, i32> = c
                 .new_rs
                 .iter()
@@ -695,7 +695,7 @@ mod tests {
         );
         let old = rs_at("foo-1", 2, OLD);
         let gone = rs_at("foo-0", 0, OLDER);
-        let steps = proportional_scale_plan(&dep, Some(&new_rs), &[&old, &gone]);
+        let steps = plan_proportional_scale(&dep, Some(&new_rs), &[&old, &gone]);
         assert_eq!(
             steps,
             vec![ScaleStep {
@@ -794,7 +794,7 @@ mod tests {
         // Scale the Deployment to 30: a scaling event, scaled proportionally.
         dep.spec.replicas = Some(30);
         assert!(is_scaling_event(&dep, Some(&rss[1]), &[&rss[0]]));
-        let steps = proportional_scale_plan(&dep, Some(&rss[1]), &[&rss[0]]);
+        let steps = plan_proportional_scale(&dep, Some(&rss[1]), &[&rss[0]]);
         apply(&dep, &mut rss, &steps);
         assert_eq!((rs_replicas(&rss[0]), rs_replicas(&rss[1])), (20, 13));
         assert!(!is_scaling_event(&dep, Some(&rss[1]), &[&rss[0]]));
@@ -807,6 +807,6 @@ mod tests {
         dep.spec.strategy.as_mut().unwrap().rolling_update = None;
         let a = rs_at("a", 2, OLD);
         let b = rs_at("b", 2, NEW);
-        assert!(proportional_scale_plan(&dep, Some(&b), &[&a]).is_empty());
+        assert!(plan_proportional_scale(&dep, Some(&b), &[&a]).is_empty());
     }
 }

@@ -30,7 +30,7 @@ use crate::new_replica_set::{
     record_create_failure, record_new_replica_set, sync_existing_new_replica_set,
 };
 use crate::progress::deployment_complete;
-use crate::proportional::proportional_scale_plan;
+use crate::proportional::plan_proportional_scale;
 use crate::recreate::{old_pods_running, scale_down_old_replica_sets_for_recreate};
 use crate::replica_sets::{equal_ignore_hash, find_new_replica_set, find_old_replica_sets};
 use crate::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
@@ -377,7 +377,7 @@ impl<'a> Rollout<'a> {
     pub(crate) async fn sync_scale_and_status(&mut self) -> Result<(), SyncError> {
         let (new, old) = self.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
-        let steps = proportional_scale_plan(&self.d, new.as_ref(), &old_refs);
+        let steps = plan_proportional_scale(&self.d, new.as_ref(), &old_refs);
         self.execute(steps).await?;
         if self.d.spec.paused == Some(true) && rollback_to(&self.d).is_none() {
             self.cleanup(&old).await?;
