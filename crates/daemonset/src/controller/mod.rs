@@ -139,7 +139,7 @@ impl DaemonSetController {
                     default_controller_rate_limiter(),
                     metrics.queue.clone(),
                 ),
-                pod_control: PodControl::new(client.clone(), recorder.clone()),
+                pod_control: PodControl::new(client.clone(), recorder.clone(), consistency.clone()),
                 recorder,
                 client,
                 pods,

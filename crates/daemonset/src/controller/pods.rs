@@ -100,20 +100,13 @@ impl DaemonSetController {
         let pinned = pod_template_for_node(template, node_name);
         match s
             .pod_control
-            .create(&pinned, &snapshot.owner, regarding)
+            .create(snapshot.key, &pinned, &snapshot.owner, regarding)
             .await
         {
-            Ok(pod) => {
-                tracing::debug!(
-                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
-                    node = node_name,
-                    "created daemon pod"
-                );
-                s.consistency.record_write(snapshot.key, &pod);
+            Ok(()) => {
+                tracing::debug!(node = node_name, "created daemon pod");
                 Ok(())
             }
-            // Every creation in a terminating namespace fails; that is not our failure to report.
-            Err(e) if e.is_namespace_terminating() => Ok(()),
             Err(e) => {
                 // This creation will never be observed.
                 s.expectations.creation_observed(snapshot.key);
@@ -134,15 +127,10 @@ impl DaemonSetController {
         let s = &self.inner;
         match s
             .pod_control
-            .delete(&snapshot.owner.namespace, name, regarding)
+            .delete(snapshot.key, &snapshot.owner.namespace, name, regarding)
             .await
         {
-            Ok(terminating) => {
-                if let Some(pod) = terminating {
-                    s.consistency.record_write(snapshot.key, &pod);
-                }
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(e) => {
                 // The informer will not observe this deletion: stop waiting for it.
                 s.expectations.deletion_observed(snapshot.key);

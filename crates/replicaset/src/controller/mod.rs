@@ -104,8 +104,8 @@ impl ReplicaSetController {
                 pods,
                 queue,
                 expectations: UidTrackingExpectations::new(),
+                pod_control: PodControl::new(client, recorder, consistency.clone()),
                 consistency,
-                pod_control: PodControl::new(client, recorder),
                 metrics,
             }),
         };

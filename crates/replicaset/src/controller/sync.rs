@@ -254,15 +254,10 @@ impl ReplicaSetController {
         regarding: &ObjectReference,
     ) -> Result<(), String> {
         let s = &self.inner;
-        match s.pod_control.create(template, owner, regarding).await {
-            Ok(pod) => {
-                s.consistency.record_write(key, &pod);
-                Ok(())
-            }
-            // Every creation in a terminating namespace fails; that is not our failure.
-            Err(e) if e.is_namespace_terminating() => Ok(()),
-            Err(e) => Err(e.message()),
-        }
+        s.pod_control
+            .create(key, template, owner, regarding)
+            .await
+            .map_err(|e| e.message())
     }
 
     async fn delete_one(
@@ -274,13 +269,8 @@ impl ReplicaSetController {
         let s = &self.inner;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        match s.pod_control.delete(namespace, name, regarding).await {
-            Ok(terminating) => {
-                if let Some(pod) = terminating {
-                    s.consistency.record_write(key, &pod);
-                }
-                Ok(())
-            }
+        match s.pod_control.delete(key, namespace, name, regarding).await {
+            Ok(()) => Ok(()),
             Err(e) => {
                 // The informer will not observe this deletion: stop waiting for it.
                 s.expectations

@@ -7,6 +7,8 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 
 use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
+use crate::consistency::ConsistencyStore;
+use crate::controller::ObjectKey;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
 
@@ -82,21 +84,47 @@ fn join(errors: &[PodWriteError]) -> String {
         .join("; ")
 }
 
-/// Creates and deletes pods on behalf of one controller, recording events on the owner.
+/// Creates and deletes pods on behalf of one controller, with the bookkeeping every write needs: an event
+/// on the owner, and the write recorded under the owner's key in the controller's consistency store (so
+/// its next sync waits until the cache shows it). Expectations stay with the caller: they are counted
+/// before the writes go out, and each controller keeps its own kind of them.
 #[derive(Clone)]
 pub struct PodControl {
     client: Client,
     recorder: EventRecorder,
+    consistency: ConsistencyStore,
 }
 
 impl PodControl {
-    pub fn new(client: Client, recorder: EventRecorder) -> Self {
-        PodControl { client, recorder }
+    pub fn new(client: Client, recorder: EventRecorder, consistency: ConsistencyStore) -> Self {
+        PodControl {
+            client,
+            recorder,
+            consistency,
+        }
     }
 
-    /// Creates a pod from `template`, controlled by `owner`. Events: `SuccessfulCreate` /
-    /// `FailedCreate` (none when the namespace is terminating).
+    /// Creates a pod from `template`, controlled by `owner` (whose key is `owner_key`). Events:
+    /// `SuccessfulCreate` / `FailedCreate`. A namespace being deleted refuses every creation: that is
+    /// not a failure (`Ok`, no event), as upstream.
     pub async fn create(
+        &self,
+        owner_key: &ObjectKey,
+        template: &PodTemplateSpec,
+        owner: &OwnerInfo,
+        regarding: &ObjectReference,
+    ) -> Result<(), PodControlError> {
+        match self.create_and_report(template, owner, regarding).await {
+            Ok(pod) => {
+                self.consistency.record_write(owner_key, &pod);
+                Ok(())
+            }
+            Err(e) if e.is_namespace_terminating() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_and_report(
         &self,
         template: &PodTemplateSpec,
         owner: &OwnerInfo,
@@ -131,15 +159,16 @@ impl PodControl {
         result
     }
 
-    /// Deletes a pod (default grace period). Returns the pod as the API server left it (with a
-    /// deletionTimestamp) if it is still terminating. Events: `SuccessfulDelete` / `FailedDelete` (none
-    /// for NotFound, which callers treat as done).
+    /// Deletes a pod (default grace period) of the owner with `owner_key`; a pod left terminating is
+    /// recorded as the owner's write. Events: `SuccessfulDelete` / `FailedDelete` (none for NotFound,
+    /// which callers treat as done once they stopped expecting the deletion).
     pub async fn delete(
         &self,
+        owner_key: &ObjectKey,
         namespace: &str,
         name: &str,
         regarding: &ObjectReference,
-    ) -> Result<Option<Pod>, kube::Error> {
+    ) -> Result<(), kube::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let result = api.delete(name, &DeleteParams::default()).await;
         match &result {
@@ -159,7 +188,10 @@ impl PodControl {
                 format!("Error deleting: {}", error_message(e)),
             ),
         }
-        result.map(|either| either.left())
+        if let Some(terminating) = result?.left() {
+            self.consistency.record_write(owner_key, &terminating);
+        }
+        Ok(())
     }
 }
 
