@@ -17,6 +17,7 @@
 # built with cargo when missing); KUBECTL (default the plane's own kubectl).
 
 LOCAL_NODES=${LOCAL_NODES:-3}
+# shellcheck disable=SC2034 # read by tour.sh
 SPARE_NODE=kwok-node-$((LOCAL_NODES + 1))
 UP_PID='' UPSTREAM_PID='' MINI_KCM_PID=''
 MINI_KCM_LOG=$DEMO_WORK/mini-kcm.log
