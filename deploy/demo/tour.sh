@@ -72,6 +72,9 @@ exec 3>&2
 fail() {
   {
     printf '\ndemo: FAILED in step %d: %s\n' "$STEP" "$*"
+    if [[ -n "${KUBECONFIG:-}" ]]; then
+      kubectl -n "$DEMO_NS" --request-timeout=5s get deployments.minikcm.dev,replicasets.minikcm.dev,daemonsets.minikcm.dev,deployments.apps,replicasets.apps,pods -o wide || true
+    fi
     env_diagnostics || true
   } >&3 2>&3
   exit 1
@@ -145,7 +148,10 @@ ENV_FILE="$DEMO_DIR/env/$DEMO_ENV.sh"
 # env_logs_since MARK, env_diagnostics, env_cleanup, and sets SPARE_NODE (a node the cluster can gain).
 # shellcheck source=deploy/demo/env/local.sh
 source "$ENV_FILE"
+# Ctrl-C or SIGTERM end the tour through the EXIT trap, which stops what the environment started.
 trap env_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---- the tour -------------------------------------------------------------------------------------------
 
