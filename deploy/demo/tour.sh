@@ -121,7 +121,7 @@ decisions_since() {
     return
   fi
   printf '   %smini-kcm said:%s\n' "$BOLD" "$RESET"
-  printf '%s\n' "$lines" | head -n 25 | sed 's/^/     /'
+  printf '%s\n' "$lines" | sed -n '1,25s/^/     /p'
   local total
   total=$(printf '%s\n' "$lines" | wc -l)
   ((total <= 25)) || note "  ... ($((total - 25)) more lines)"
@@ -330,9 +330,9 @@ decisions_since "$mark"
 next
 
 step "The node leaves: $SPARE_NODE is removed" \
-  "A deleted Node is no longer a place to run: the DaemonSet's desired count drops. The pod that was" \
-  "bound to it is an orphan that kube-controller-manager's pod garbage collector deletes (after a" \
-  "40 s quarantine): no DaemonSet controller deletes pods of nodes that no longer exist."
+  "A deleted Node is no longer a place to run: the DaemonSet's desired count drops. The pod bound to it" \
+  "is left to kube-controller-manager's pod garbage collector (pods of vanished nodes go after a 40 s" \
+  "quarantine); the DaemonSet controller only deletes pods not yet scheduled to a vanished node."
 mark=$(env_log_mark)
 env_remove_node "$SPARE_NODE"
 wait_daemon_pods "$nodes_before"
@@ -363,7 +363,7 @@ YAML
 run k rollout status deploy/shop --timeout="${DEMO_TIMEOUT}s" || fail "upstream did not roll out shop"
 set_version deploy shop v2
 run k rollout status deploy/shop --timeout="${DEMO_TIMEOUT}s" || fail "upstream did not roll out shop v2"
-look "the events come from kube-controller-manager's deployment-controller (INSTANCE <none>)"
+look "the ScalingReplicaSet events come from kube-controller-manager's deployment-controller (no INSTANCE)"
 events_of shop
 replica_sets rs shop
 # What the hand-over must keep: every ReplicaSet and every pod that is not already terminating.

@@ -33,6 +33,7 @@ env_describe() {
     "managing the minikcm.dev copies). $SPARE_NODE is taken out now so that it can join later."
 }
 
+# (grep reads all of its input: with pipefail, an early exit of `grep -q` could fail the pipeline.)
 kcm_command() { kubectl -n kube-system get pod "$KCM_POD" -o jsonpath='{.spec.containers[0].command}'; }
 lease_holder() { kubectl -n mini-kcm-system get lease mini-kcm -o jsonpath='{.spec.holderIdentity}'; }
 lease_held_by_mini_kcm() { [[ $(lease_holder) == mini-kcm-* ]]; }
@@ -48,13 +49,13 @@ env_install() {
   for tool in kind docker "$KUBECTL"; do
     command -v "$tool" >/dev/null || fail "'$tool' is needed on PATH"
   done
-  if ! kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER"; then
+  if ! kind get clusters 2>/dev/null | grep -x "$KIND_CLUSTER" >/dev/null; then
     run kind create cluster --name "$KIND_CLUSTER" --config "$REPO/deploy/kind/cluster.yaml" --wait 5m ||
       fail "kind create cluster failed"
   fi
   kind get kubeconfig --name "$KIND_CLUSTER" >"$DEMO_WORK/kubeconfig"
   export KUBECONFIG=$DEMO_WORK/kubeconfig
-  if kcm_command | grep -q -- -deployment-controller; then
+  if kcm_command | grep -- -deployment-controller >/dev/null; then
     fail "kube-controller-manager of $KIND_CLUSTER already runs without its workload controllers (an earlier tour's hand-over): delete the cluster (kind delete cluster --name $KIND_CLUSTER) and run again"
   fi
 
@@ -91,7 +92,7 @@ env_remove_node() { # NAME
 }
 
 kcm_without_workload_controllers() {
-  kcm_command | grep -q -- -deployment-controller &&
+  kcm_command | grep -- -deployment-controller >/dev/null &&
     kubectl -n kube-system wait --for=condition=Ready "pod/$KCM_POD" --timeout=1s
 }
 
