@@ -215,3 +215,30 @@ fn the_tour_runs_end_to_end_on_the_local_plane() {
     println!("the tour took {seconds:.1}s");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// The kind environment cannot run here (no registry for kind's node images); at least every script of
+/// the tour, that one included, must parse.
+#[test]
+fn every_script_of_the_tour_parses() {
+    let mut scripts = vec![repo_path("deploy/demo/tour.sh")];
+    for entry in std::fs::read_dir(repo_path("deploy/demo/env")).unwrap() {
+        scripts.push(entry.unwrap().path());
+    }
+    assert!(
+        scripts.len() >= 3,
+        "expected tour.sh, env/local.sh and env/kind.sh"
+    );
+    for script in scripts {
+        let output = Command::new("bash")
+            .arg("-n")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{} does not parse: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
