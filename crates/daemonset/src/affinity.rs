@@ -5,8 +5,6 @@
 //! `matchFields metadata.name In [node]` and lets the scheduler bind them. So a pod's node is its
 //! `spec.nodeName` once scheduled, and that affinity term before.
 
-use std::fmt;
-
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
     PodTemplateSpec,
@@ -48,39 +46,23 @@ pub fn replace_daemon_set_pod_node_name_node_affinity(
 }
 
 /// Why a pod's node could not be told.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetNodeError {
     /// Neither `spec.nodeName` nor a required node affinity.
+    #[error(
+        "no spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution for pod {pod}"
+    )]
     NoRequiredNodeAffinity { pod: String },
     /// A required node affinity without terms.
+    #[error("no nodeSelectorTerms in requiredDuringSchedulingIgnoredDuringExecution of pod {pod}")]
     NoNodeSelectorTerms { pod: String },
     /// The first `metadata.name In` requirement lists zero or several nodes.
+    #[error("the matchFields value of '{OBJECT_NAME_FIELD}' is not unique for pod {pod}")]
     NodeNameNotUnique { pod: String },
     /// No term has a `metadata.name In` requirement.
+    #[error("no node name found for pod {pod}")]
     NoNodeName { pod: String },
 }
-
-impl fmt::Display for TargetNodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::NoRequiredNodeAffinity { pod } => write!(
-                f,
-                "no spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution for pod {pod}"
-            ),
-            Self::NoNodeSelectorTerms { pod } => write!(
-                f,
-                "no nodeSelectorTerms in requiredDuringSchedulingIgnoredDuringExecution of pod {pod}"
-            ),
-            Self::NodeNameNotUnique { pod } => write!(
-                f,
-                "the matchFields value of '{OBJECT_NAME_FIELD}' is not unique for pod {pod}"
-            ),
-            Self::NoNodeName { pod } => write!(f, "no node name found for pod {pod}"),
-        }
-    }
-}
-
-impl std::error::Error for TargetNodeError {}
 
 /// The node a daemon pod is for: `spec.nodeName` if scheduled, else the value of the first `matchFields
 /// metadata.name In` requirement of its required node affinity (which must have exactly one value). Pods for

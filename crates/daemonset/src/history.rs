@@ -18,7 +18,6 @@
 mod go_json;
 
 use std::collections::HashSet;
-use std::fmt;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -37,32 +36,11 @@ const HASH_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 
 /// Why revision data could not be produced.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The template (or revision) did not serialize to JSON.
-    Serialize(serde_json::Error),
-}
-
-impl fmt::Display for HistoryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Serialize(e) => write!(f, "failed to encode revision data: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for HistoryError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Serialize(e) => Some(e),
-        }
-    }
-}
-
-impl From<serde_json::Error> for HistoryError {
-    fn from(e: serde_json::Error) -> Self {
-        Self::Serialize(e)
-    }
+    #[error("failed to encode revision data: {0}")]
+    Serialize(#[from] serde_json::Error),
 }
 
 /// The data of the DaemonSet's current revision, byte for byte as upstream `getPatch` makes it.

@@ -198,18 +198,18 @@ impl ReplicaSetController {
                 let template = rs.spec.template.clone().unwrap_or_default();
                 let (created, error) =
                     slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, |_| {
-                        self.create_one(key, &template, owner, &regarding)
+                        s.pod_control.create(key, &template, owner, &regarding)
                     })
                     .await;
                 // Creations never attempted (or failed) will not be observed: stop waiting for them.
                 for _ in created..count {
                     s.expectations.creation_observed(key);
                 }
-                error.map(|message| {
-                    tracing::warn!(created, wanted = count, "creating pods failed: {message}");
+                error.map(|e| {
+                    tracing::warn!(created, wanted = count, error = %e, "creating pods failed");
                     ManageFailure {
                         reason: "FailedCreate",
-                        message,
+                        message: e.message(),
                     }
                 })
             }
@@ -238,26 +238,12 @@ impl ReplicaSetController {
                     self.delete_one(key, pod, regarding).await
                 });
                 let first_error = join_all(deletions).await.into_iter().find_map(Result::err);
-                first_error.map(|message| ManageFailure {
+                first_error.map(|e| ManageFailure {
                     reason: "FailedDelete",
-                    message,
+                    message: error_message(&e),
                 })
             }
         }
-    }
-
-    async fn create_one(
-        &self,
-        key: &ObjectKey,
-        template: &k8s_openapi::api::core::v1::PodTemplateSpec,
-        owner: &OwnerInfo,
-        regarding: &ObjectReference,
-    ) -> Result<(), String> {
-        let s = &self.inner;
-        s.pod_control
-            .create(key, template, owner, regarding)
-            .await
-            .map_err(|e| e.message())
     }
 
     async fn delete_one(
@@ -265,7 +251,7 @@ impl ReplicaSetController {
         key: &ObjectKey,
         pod: &Pod,
         regarding: &ObjectReference,
-    ) -> Result<(), String> {
+    ) -> Result<(), kube::Error> {
         let s = &self.inner;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -275,11 +261,7 @@ impl ReplicaSetController {
                 // The informer will not observe this deletion: stop waiting for it.
                 s.expectations
                     .deletion_observed(key, &ObjectKey::of(&pod.metadata));
-                if is_not_found(&e) {
-                    Ok(())
-                } else {
-                    Err(error_message(&e))
-                }
+                if is_not_found(&e) { Ok(()) } else { Err(e) }
             }
         }
     }
