@@ -215,12 +215,7 @@ impl<K: Resource> Informer<K> {
     }
 
     fn observe(&self, object: &K) {
-        if let Some(rv) = object
-            .meta()
-            .resource_version
-            .as_deref()
-            .and_then(|rv| rv.parse::<u64>().ok())
-        {
+        if let Some(rv) = resource_version(object) {
             self.inner
                 .observed_resource_version
                 .fetch_max(rv, Ordering::AcqRel);
@@ -235,8 +230,11 @@ where
     /// Lists and watches until the process ends (the watch restarts with backoff on errors), and every
     /// resync period re-delivers the whole cache as updates.
     pub async fn run(self) {
-        // `any_semantic`: the first list may come from the API server's watch cache, as client-go's does.
-        let config = watcher::Config::default().any_semantic();
+        // Every list is a consistent read (kube's default "most recent" semantic, served from the API
+        // server's watch cache when it is current, KEP-3157/4988), as client-go's relist after a 410 is:
+        // a list answered at `resourceVersion=0` may come from a lagging cache and show the past, which
+        // would turn objects created since then into deletions here.
+        let config = watcher::Config::default();
         let events = watcher(self.inner.api.clone(), config).default_backoff();
         self.run_on(events).await;
     }
@@ -282,15 +280,23 @@ where
             match event {
                 Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
                 Ok(watcher::Event::InitApply(object)) => {
+                    // Observed only at `InitDone`, once the cache holds it: a controller must not take
+                    // its own write as visible while the cache still shows the old list.
                     let object = strip(object);
-                    self.observe(&object);
                     relist
                         .get_or_insert_with(HashMap::new)
                         .insert(key_of(&object), Arc::new(object));
                 }
                 Ok(watcher::Event::InitDone) => {
                     let listed = relist.take().unwrap_or_default();
+                    let newest = listed
+                        .values()
+                        .max_by_key(|o| resource_version(o.as_ref()))
+                        .cloned();
                     let changes = self.replace(listed);
+                    if let Some(newest) = newest {
+                        self.observe(newest.as_ref());
+                    }
                     if !self.has_synced() {
                         tracing::debug!(kind = %self.inner.kind, objects = self.len(), "informer synced");
                         next_resync =
@@ -365,6 +371,11 @@ where
 }
 
 /// managedFields are large and no controller reads them: drop them before caching.
+/// An object's resourceVersion as a number (the API server's are etcd revisions).
+fn resource_version<K: Resource>(object: &K) -> Option<u64> {
+    object.meta().resource_version.as_deref()?.parse().ok()
+}
+
 fn strip<K: Resource>(mut object: K) -> K {
     object.meta_mut().managed_fields = None;
     object
@@ -532,6 +543,30 @@ mod tests {
         let mut seen: Vec<String> = third.iter().map(describe).collect();
         seen.sort();
         assert_eq!(seen, vec!["updated a 5->5", "updated c 6->6"]);
+    }
+
+    /// A listed version counts as seen only once the cache holds the list, so a controller's
+    /// read-your-own-writes check cannot pass while the cache still shows the previous state.
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_is_observed_only_once_the_cache_holds_it() {
+        let (informer, tx, _log) = fed_informer(None);
+        list(&tx, &[("a", "5")]);
+        settle().await;
+        assert_eq!(informer.observed_resource_version(), 5);
+        tx.unbounded_send(Ok(watcher::Event::Init)).unwrap();
+        tx.unbounded_send(Ok(watcher::Event::InitApply(pod("b", "9").as_ref().clone())))
+            .unwrap();
+        settle().await;
+        assert_eq!(
+            informer.observed_resource_version(),
+            5,
+            "a list still arriving is not the cache"
+        );
+        assert!(informer.get("ns", "b").is_none());
+        tx.unbounded_send(Ok(watcher::Event::InitDone)).unwrap();
+        settle().await;
+        assert_eq!(informer.observed_resource_version(), 9);
+        assert!(informer.get("ns", "b").is_some());
     }
 
     #[tokio::test]
