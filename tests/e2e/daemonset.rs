@@ -52,6 +52,7 @@ for_both_families!(
     on_delete_keeps_old_pods_until_they_are_deleted,
     rollback_reuses_the_old_revision,
     adopts_and_deduplicates_a_copy_of_the_current_revision,
+    a_template_generation_annotation_does_not_stop_a_rollout,
 );
 
 async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
@@ -587,6 +588,35 @@ async fn rolling_update_never_exceeds_max_unavailable(family: ApiFamily) {
         .filter_map(|p| label(p, HASH))
         .collect();
     assert_eq!(hashes.len(), 1, "every pod has the new hash: {hashes:?}");
+    nodes.delete().await;
+    manager.stop().await;
+}
+
+/// A DaemonSet created with `deprecated.daemonset.template.generation` (as one copied from an apps/v1
+/// object carries it) still rolls out a new template: apps/v1's API server bumps the annotation, and the
+/// copies' controller ignores it (nothing bumps it on a CRD).
+async fn a_template_generation_annotation_does_not_stop_a_rollout(family: ApiFamily) {
+    let (ns, manager) = setup("ds-generation", family).await;
+    let nodes = TestNodes::create(&ns, 2).await;
+    let mut ds = daemon_set(&ns, family, rolling(1, 0));
+    ds.metadata.annotations = Some(BTreeMap::from([(
+        "deprecated.daemonset.template.generation".to_string(),
+        "1".to_string(),
+    )]));
+    create(&ns, family, &ds).await;
+    wait_rolled_out(&ns, family, 2).await;
+    patch(&ns, family, image("3.9")).await;
+    wait_rolled_out(&ns, family, 2).await;
+    let names = nodes.names.clone();
+    wait_pods(&ns, "a pod of the new template on each node", |pods| {
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        one_ready_pod_on_each(pods, &names)
+            && pods.iter().filter(|p| is_active(p)).all(|p| {
+                p.spec.as_ref().unwrap().containers[0].image.as_deref()
+                    == Some("registry.k8s.io/pause:3.9")
+            })
+    })
+    .await;
     nodes.delete().await;
     manager.stop().await;
 }

@@ -17,10 +17,12 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::num::ParseIntError;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::int_or_percent::{IntOrPercentError, Rounding, scaled_value};
+use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::pods::ranking::is_pod_available;
 
 use crate::placement::DaemonPlacement;
@@ -51,6 +53,30 @@ pub fn template_generation(ds: &DaemonSetObject) -> Result<Option<i64>, ParseInt
         .and_then(|a| a.get(TEMPLATE_GENERATION_ANNOTATION))
         .map(|v| v.parse::<i64>())
         .transpose()
+}
+
+/// The DaemonSet as the controller of `family` reads it. On the copies, the template-generation annotation
+/// is dropped: the API server bumps it on every template change of an apps/v1 DaemonSet, but nothing does
+/// on a CRD, so a copy carrying one (copied from an apps/v1 object) would keep counting its old pods as
+/// updated by their `pod-template-generation` label and never roll out. Copies tell pods apart by the
+/// revision hash alone (a deliberate difference: upstream has no copies).
+pub fn without_unmaintained_template_generation(
+    ds: Arc<DaemonSetObject>,
+    family: ApiFamily,
+) -> Arc<DaemonSetObject> {
+    let carries_it = ds
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(TEMPLATE_GENERATION_ANNOTATION));
+    if family == ApiFamily::Apps || !carries_it {
+        return ds;
+    }
+    let mut copy = Arc::unwrap_or_clone(ds);
+    if let Some(annotations) = copy.metadata.annotations.as_mut() {
+        annotations.remove(TEMPLATE_GENERATION_ANNOTATION);
+    }
+    Arc::new(copy)
 }
 
 /// [`template_generation`] with a parse error read as "no generation", as every upstream caller does.
@@ -564,6 +590,35 @@ pub(crate) mod tests {
         for (name, generation, pod, hash, expected) in cases {
             assert_eq!(is_pod_updated(pod, &hash, generation), expected, "{name}");
         }
+    }
+
+    #[test]
+    fn copies_ignore_the_template_generation_annotation() {
+        let mut ds = new_ds("web");
+        ds.metadata.annotations = Some(BTreeMap::from([(
+            TEMPLATE_GENERATION_ANNOTATION.to_string(),
+            "1".to_string(),
+        )]));
+        let ds = Arc::new(ds);
+        let apps = without_unmaintained_template_generation(ds.clone(), ApiFamily::Apps);
+        assert_eq!(template_generation_or_none(&apps), Some(1));
+        let copy = without_unmaintained_template_generation(ds, ApiFamily::Copies);
+        assert_eq!(template_generation_or_none(&copy), None);
+        // Old pods labelled with that generation are then out of date once the hash moves on.
+        let mut old = pod_with("old", "node-1", Some("old-hash"), None);
+        if let Some(labels) = old.metadata.labels.as_mut() {
+            labels.insert(TEMPLATE_GENERATION_LABEL.into(), "1".into());
+        }
+        assert!(is_pod_updated(
+            &old,
+            "new-hash",
+            template_generation_or_none(&apps)
+        ));
+        assert!(!is_pod_updated(
+            &old,
+            "new-hash",
+            template_generation_or_none(&copy)
+        ));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use super::error::SyncError;
 use super::history::History;
 use super::snapshot::Snapshot;
 use crate::manage::{ManageContext, group_pods_by_node, plan_manage};
-use crate::update::plan_rolling_update;
+use crate::update::{plan_rolling_update, without_unmaintained_template_generation};
 use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
 
 impl DaemonSetController {
@@ -52,6 +52,7 @@ impl DaemonSetController {
             s.expectations.delete_expectations(key);
             return Ok(());
         };
+        let ds = without_unmaintained_template_generation(ds, s.options.family);
         let selector = match Selector::from_label_selector(&ds.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {

@@ -554,8 +554,10 @@ mod tests {
         settle().await;
         assert_eq!(informer.observed_resource_version(), 5);
         tx.unbounded_send(Ok(watcher::Event::Init)).unwrap();
-        tx.unbounded_send(Ok(watcher::Event::InitApply(pod("b", "9").as_ref().clone())))
-            .unwrap();
+        tx.unbounded_send(Ok(watcher::Event::InitApply(
+            pod("b", "9").as_ref().clone(),
+        )))
+        .unwrap();
         settle().await;
         assert_eq!(
             informer.observed_resource_version(),
