@@ -51,6 +51,57 @@ for_both_families!(
     a_deployment_dropped_after_failing_writes_converges_by_resync,
 );
 
+/// A Deployment selecting on pod-template-hash would never own what it creates (upstream's controllers
+/// create ReplicaSets without bound). On apps/v1 mini-kcm refuses to roll it out and says why; the copies'
+/// CRD rejects such a selector outright (crates/crds/tests/install.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_on_pod_template_hash_is_refused_not_run_away() {
+    let family = ApiFamily::Apps;
+    let (ns, manager) = setup("deploy-hash-selector", family).await;
+    let mut d = deployment("web", 2, family);
+    let with_hash = |labels: &mut Option<BTreeMap<String, String>>| {
+        labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(HASH.to_string(), "x".to_string());
+    };
+    with_hash(&mut d.spec.selector.match_labels);
+    if let Some(metadata) = d.spec.template.metadata.as_mut() {
+        with_hash(&mut metadata.labels);
+    }
+    deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let d = ns
+        .wait_for_with(
+            &deployments(&ns, family),
+            WorkloadKind::Deployment.api_resource(family),
+            "web",
+            "Progressing False SelectorUsesPodTemplateHash",
+            TIMEOUT,
+            |d| {
+                d.is_some_and(|d| {
+                    progressing_reason(d).as_deref() == Some("SelectorUsesPodTemplateHash")
+                })
+            },
+        )
+        .await
+        .unwrap();
+    let status = d.status.unwrap().status;
+    assert_eq!(status.observed_generation, d.metadata.generation);
+    // The refusal is written by the sync that would otherwise have created the first ReplicaSet.
+    let created = replica_sets(&ns, family)
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        created.items.is_empty(),
+        "no ReplicaSet: {:?}",
+        created.items.len()
+    );
+    manager.stop().await;
+}
+
 fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
     Api::namespaced_with(
         ns.client.clone(),

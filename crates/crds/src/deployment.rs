@@ -101,6 +101,18 @@ pub(crate) fn schema() -> Value {
         },
     );
     decorate_strategy(at(spec, "strategy"));
+    // A deliberate difference from apps/v1, which accepts it: the controller labels each ReplicaSet and
+    // its pods with its own `pod-template-hash`, so a selector on that key stops matching what the
+    // Deployment creates, and it creates ReplicaSets without bound.
+    add_rule(
+        at(spec, "selector"),
+        Rule {
+            rule: "(!has(self.matchLabels) || !('pod-template-hash' in self.matchLabels)) && (!has(self.matchExpressions) || self.matchExpressions.all(e, e.key != 'pod-template-hash'))",
+            message: "may not use the label key 'pod-template-hash': the Deployment controller sets it on every ReplicaSet and pod it creates",
+            field_path: None,
+            reason: None,
+        },
+    );
 
     workload::non_negative_status_counters(&mut schema);
     for field in ["updatedReplicas", "readyReplicas", "availableReplicas"] {

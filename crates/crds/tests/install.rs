@@ -606,6 +606,23 @@ async fn invalid_objects_are_rejected_as_apps_v1_rejects_them() {
             panic!("copy {} with {what}: {e}", kind.name());
         }
     }
+
+    // A deliberate difference: apps/v1 accepts a Deployment selecting on pod-template-hash (and its
+    // controllers then create ReplicaSets without bound); the copy refuses it.
+    let families = Families::new(&ns, Deployment);
+    let spec = merged(
+        &base_spec("x"),
+        &json!({
+            "selector": { "matchLabels": { "pod-template-hash": "x" } },
+            "template": { "metadata": { "labels": { "pod-template-hash": "x" } } },
+        }),
+    );
+    let (copy, apps) = families.create_both("x", &spec, true).await;
+    if let Err(e) = apps {
+        panic!("apps/v1 Deployment selecting on pod-template-hash: {e}");
+    }
+    let message = invalid_message(copy, "copy Deployment selecting on pod-template-hash");
+    assert!(message.contains("pod-template-hash"), "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

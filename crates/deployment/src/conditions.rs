@@ -43,6 +43,9 @@ pub mod reasons {
     pub const MINIMUM_REPLICAS_AVAILABLE: &str = "MinimumReplicasAvailable";
     /// Available (False): fewer than that.
     pub const MINIMUM_REPLICAS_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
+    /// Progressing (False), mini-kcm's own: the selector uses `pod-template-hash`, so nothing is rolled
+    /// out (upstream would create ReplicaSets without bound).
+    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "SelectorUsesPodTemplateHash";
 }
 
 /// Event reasons of the Deployment controller besides `ScalingReplicaSet`.
@@ -57,12 +60,16 @@ pub mod event_reasons {
     pub const ROLLBACK_TEMPLATE_UNCHANGED: &str = "DeploymentRollbackTemplateUnchanged";
     /// Warning: the new ReplicaSet could not be created.
     pub const FAILED_RS_CREATE: &str = super::reasons::FAILED_RS_CREATE;
+    /// Warning, mini-kcm's own: the selector uses `pod-template-hash`; nothing is rolled out.
+    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str =
+        super::reasons::SELECTOR_USES_POD_TEMPLATE_HASH;
 }
 
 /// Upstream's messages, for conditions and events.
 pub mod messages {
     pub const SELECTING_ALL: &str =
         "This deployment is selecting all pods. A non-empty selector is required.";
+    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "The selector uses the label key pod-template-hash, which the controller sets to its own value on every ReplicaSet and pod: it would never select what it creates. Nothing is rolled out until the Deployment is re-created with another selector.";
     pub const PAUSED: &str = "Deployment is paused";
     pub const RESUMED: &str = "Deployment is resumed";
     pub const MINIMUM_AVAILABLE: &str = "Deployment has minimum availability.";

@@ -18,7 +18,10 @@
 //! never by recomputing a hash, so it adopts ReplicaSets created by kube-controller-manager as well.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use sha2::{Digest, Sha256};
+
+use crate::annotations::POD_TEMPLATE_HASH_LABEL;
 
 /// The characters of upstream's safe encoding (no vowels, no confusable digits).
 const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -52,6 +55,23 @@ fn safe_encode(s: &str) -> String {
     s.chars()
         .map(|c| char::from(ALPHANUMS[(c as usize) % ALPHANUMS.len()]))
         .collect()
+}
+
+/// Whether a selector uses the `pod-template-hash` key. Such a Deployment can never own what it creates:
+/// each new ReplicaSet's selector and pods carry the controller's own hash value, which the Deployment's
+/// selector does not match, so it is released and the next sync creates another, without bound
+/// (upstream's controllers do exactly that). mini-kcm refuses to roll such a Deployment out.
+pub fn selects_on_pod_template_hash(selector: &LabelSelector) -> bool {
+    let in_labels = selector
+        .match_labels
+        .as_ref()
+        .is_some_and(|labels| labels.contains_key(POD_TEMPLATE_HASH_LABEL));
+    let in_expressions = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .any(|e| e.key == POD_TEMPLATE_HASH_LABEL);
+    in_labels || in_expressions
 }
 
 #[cfg(test)]

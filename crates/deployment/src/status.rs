@@ -311,6 +311,30 @@ fn normalized(s: &DeploymentStatus) -> DeploymentStatus {
     }
 }
 
+/// The Deployment marked as not rolled out because its selector uses `pod-template-hash`
+/// ([`crate::hash::selects_on_pod_template_hash`]): Progressing False with mini-kcm's reason
+/// `SelectorUsesPodTemplateHash`, and this generation observed. Unchanged when already so marked, so the
+/// controller writes once, not on every sync.
+pub fn refused_for_pod_template_hash(d: &DeploymentObject, now: Timestamp) -> DeploymentObject {
+    let mut refused = d.clone();
+    let generation = refused.metadata.generation;
+    let status = refused.status.get_or_insert_with(Default::default);
+    if status.observed_generation.unwrap_or(0) < generation.unwrap_or(0) {
+        status.observed_generation = generation;
+    }
+    set_deployment_condition(
+        status,
+        new_deployment_condition(
+            PROGRESSING,
+            CONDITION_FALSE,
+            reasons::SELECTOR_USES_POD_TEMPLATE_HASH,
+            messages::SELECTOR_USES_POD_TEMPLATE_HASH,
+            now,
+        ),
+    );
+    refused
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};

@@ -28,8 +28,10 @@ use super::error::SyncError;
 use super::rollout::Rollout;
 use crate::accessors::{RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, strategy_type};
 use crate::annotations::rollback_to;
+use crate::conditions::{event_reasons, messages};
+use crate::hash::selects_on_pod_template_hash;
 use crate::proportional::is_scaling_event;
-use crate::status::check_paused_conditions;
+use crate::status::{check_paused_conditions, refused_for_pod_template_hash};
 
 impl DeploymentController {
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
@@ -72,6 +74,21 @@ impl DeploymentController {
                 return Ok(());
             }
         };
+
+        if selects_on_pod_template_hash(&d.spec.selector) {
+            // A deliberate difference: upstream creates ReplicaSets without bound here.
+            tracing::warn!("the selector uses pod-template-hash; not rolling out");
+            s.recorder.warning(
+                &regarding,
+                None,
+                event_reasons::SELECTOR_USES_POD_TEMPLATE_HASH,
+                "Select",
+                messages::SELECTOR_USES_POD_TEMPLATE_HASH.into(),
+            );
+            let refused = refused_for_pod_template_hash(&d, Timestamp::now());
+            let mut rollout = Rollout::new(self, key, d, Vec::new(), d_api, rs_api);
+            return rollout.write_deployment(refused).await;
+        }
 
         let rss = self
             .claim_replica_sets(&d, &d_api, &rs_api, &selector)
