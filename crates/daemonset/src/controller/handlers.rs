@@ -2,7 +2,8 @@
 //! handlers of DaemonSets, pods, nodes and ControllerRevisions).
 //!
 //! - A pod or revision with a controller reference wakes only its controller, and only if that is one of
-//!   our DaemonSets: same kind, same API group (the two families share pods and revisions) and same UID.
+//!   our DaemonSets: same kind, name and UID (the two families share pods and revisions; the UID tells them
+//!   apart).
 //!   An orphan wakes every DaemonSet whose selector matches it (one of them may adopt it).
 //! - A pod creation or deletion we were waiting for is counted against the expectations first (plain
 //!   counters, as upstream: a graceful deletion may count twice, which only makes the owner sync sooner).

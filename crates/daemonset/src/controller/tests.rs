@@ -244,8 +244,10 @@ async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     let ds = daemon_set("foo", status(0, 0, 0, 0));
     c.inner.daemon_sets.cache_insert(ds.clone());
     let mut foreign = daemon_pod(&ds, "p", "node-0", "h");
+    // The copy named `foo` is another object: another UID.
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
+        refs[0].uid = "copy-uid".into();
     }
     c.inner
         .expectations

@@ -100,9 +100,24 @@ async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_our
     let c = controller();
     let d = deployment("web", 1, 1, 0);
     c.inner.deployments.cache_insert(d.clone());
-    let foreign = replica_set(&d, "rs", Some(("minikcm.dev/v1", "web")));
+    // The copy named `web` is another object: another UID.
+    let mut foreign = replica_set(&d, "rs", Some(("minikcm.dev/v1", "web")));
+    if let Some(refs) = foreign.metadata.owner_references.as_mut() {
+        refs[0].uid = "copy-uid".into();
+    }
     c.on_replica_set(&Change::Added(Arc::new(foreign)));
     assert!(drain(&c).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_reference_is_resolved_by_kind_name_and_uid_whatever_its_group_version() {
+    let c = controller();
+    let d = deployment("web", 1, 1, 0);
+    c.inner.deployments.cache_insert(d.clone());
+    // As upstream, a reference written with an older API group still names the owner by its UID.
+    let legacy = replica_set(&d, "rs", Some(("extensions/v1beta1", "web")));
+    c.on_replica_set(&Change::Added(Arc::new(legacy)));
+    assert_eq!(drain(&c).await, ["default/web"]);
 }
 
 #[tokio::test]

@@ -224,7 +224,8 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     c.inner
         .replica_sets
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
-    let mut foreign = pod("p", "web", Some(("web", "rs-uid")));
+    // The copy named `web` is another object: another UID.
+    let mut foreign = pod("p", "web", Some(("web", "copy-uid")));
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
     }

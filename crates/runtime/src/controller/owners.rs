@@ -2,9 +2,10 @@
 //! adopt it — the part of upstream's handlers and `ControllerRefManager` that every controller repeats.
 //!
 //! - [`Owners::controller_of`]: the owner a child's controller reference names, if it is one of ours:
-//!   same kind and API group (the `apps/v1` and `minikcm.dev` families share pods), found by name in the
-//!   child's namespace in the cache, and the same UID (a re-created owner with the same name is another
-//!   owner);
+//!   same kind, found by name in the child's namespace in the cache, and the same UID. As upstream, the
+//!   reference's API group is not compared: the UID names exactly one object, so a same-named owner of
+//!   the other family (`apps/v1` and `minikcm.dev` share pods), or a re-created owner, is never taken
+//!   for ours, and a reference written with an older group version still resolves;
 //! - [`Owners::selecting`]: for an orphan, every owner in its namespace whose non-empty selector matches
 //!   its (non-empty) labels — each may adopt it;
 //! - [`Owners::recheck`]: the uncached read before the first adoption of a claim pass, so nothing is
@@ -68,14 +69,13 @@ where
         }
     }
 
-    /// Whether an owner reference names our kind in our API group (any version).
+    /// Whether an owner reference names our kind (upstream compares the kind only; see the module header).
     pub fn is_our_kind(&self, reference: &OwnerReference) -> bool {
         reference.kind == self.resource.kind
-            && reference.api_version.split('/').next() == Some(self.resource.group.as_str())
     }
 
-    /// The cached owner `reference` points at, for a child in `namespace`, if it is ours (kind, group,
-    /// name and UID).
+    /// The cached owner `reference` points at, for a child in `namespace`, if it is ours (kind, name and
+    /// UID).
     pub fn resolve(&self, namespace: Option<&str>, reference: &OwnerReference) -> Option<Arc<K>> {
         if !self.is_our_kind(reference) {
             return None;
