@@ -23,6 +23,10 @@ pub(crate) const LABEL_KEY_PATTERN: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][
 /// 253 (prefix) + 1 (`/`) + 63 (name).
 pub(crate) const LABEL_KEY_MAX_LENGTH: u64 = 317;
 
+/// A DNS-1123 label (container names): lower-case alphanumerics and '-', alphanumeric at both ends.
+pub(crate) const DNS1123_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+pub(crate) const DNS1123_LABEL_MAX_LENGTH: u64 = 63;
+
 /// The `minimum` of counts that may not be negative. A float because JSONSchemaProps holds `minimum` as
 /// one: written as `0.0` here, the schema survives the trip through k8s-openapi's type unchanged.
 pub(crate) const NON_NEGATIVE: f64 = 0.0;
@@ -140,6 +144,25 @@ fn decorate_template(template: &mut Value, template_owner: &str) {
 
     let pod_spec = at(template, "spec");
     at(pod_spec, "containers")["minItems"] = json!(1);
+    // What apps/v1's pod validation checks and a schema can say as well (same meaning, the schema's
+    // wording): container names are DNS-1123 labels, operators are from their closed sets.
+    for containers in ["containers", "initContainers", "ephemeralContainers"] {
+        let name = at(pod_spec, &format!("{containers}[].name"));
+        name["pattern"] = json!(DNS1123_LABEL_PATTERN);
+        name["maxLength"] = json!(DNS1123_LABEL_MAX_LENGTH);
+    }
+    // "" means Equal (the API default).
+    at(pod_spec, "tolerations[].operator")["enum"] = json!(["", "Equal", "Exists"]);
+    let node_operators = json!(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]);
+    for path in [
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[]",
+        "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[].preference",
+    ] {
+        for requirements in ["matchExpressions", "matchFields"] {
+            at(pod_spec, &format!("{path}.{requirements}[].operator"))["enum"] =
+                node_operators.clone();
+        }
+    }
     // Upstream: NotSupported(restartPolicy, supported values: "Always"); an enum says exactly that.
     at(pod_spec, "restartPolicy")["enum"] = json!(["Always"]);
     add_rule(

@@ -543,6 +543,28 @@ async fn invalid_objects_are_rejected_as_apps_v1_rejects_them() {
             json!({ "updateStrategy": { "type": "Sometimes" } }),
             "Unsupported value: \"Sometimes\"",
         ),
+        (
+            ReplicaSet,
+            "an invalid container name",
+            json!({ "template": { "spec": { "containers": [
+                { "name": "Not_A_Label", "image": "registry.k8s.io/pause:3.10" }] } } }),
+            "containers[0].name",
+        ),
+        (
+            DaemonSet,
+            "an unknown toleration operator",
+            json!({ "template": { "spec": { "tolerations": [
+                { "key": "k", "operator": "Above", "value": "v" }] } } }),
+            "Unsupported value: \"Above\"",
+        ),
+        (
+            DaemonSet,
+            "an unknown node affinity operator",
+            json!({ "template": { "spec": { "affinity": { "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": { "nodeSelectorTerms": [
+                    { "matchExpressions": [{ "key": "k", "operator": "Near", "values": ["v"] }] }] } } } } } }),
+            "Unsupported value: \"Near\"",
+        ),
     ];
     for (kind, what, patch, copy_message) in cases {
         let families = Families::new(&ns, *kind);
