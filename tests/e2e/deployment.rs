@@ -14,18 +14,18 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::ResourceQuota;
 
-use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, for_both_families,
-    is_active, pod_template, selector,
+    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, deployment_of,
+    deployments, for_both_families, is_active, progressing_reason, replica_sets, rolling_update,
+    wait_deployment_complete,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
 
@@ -58,7 +58,7 @@ for_both_families!(
 async fn a_selector_on_pod_template_hash_is_refused_not_run_away() {
     let family = ApiFamily::Apps;
     let (ns, manager) = setup("deploy-hash-selector", family).await;
-    let mut d = deployment("web", 2, family);
+    let mut d = deployment_of("web", 2, family);
     let with_hash = |labels: &mut Option<BTreeMap<String, String>>| {
         labels
             .get_or_insert_with(BTreeMap::new)
@@ -102,47 +102,6 @@ async fn a_selector_on_pod_template_hash_is_refused_not_run_away() {
     manager.stop().await;
 }
 
-fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
-    Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &WorkloadKind::Deployment.api_resource(family),
-    )
-}
-
-fn replica_sets(ns: &TestNamespace, family: ApiFamily) -> Api<ReplicaSetObject> {
-    Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &WorkloadKind::ReplicaSet.api_resource(family),
-    )
-}
-
-fn deployment(name: &str, replicas: i32, family: ApiFamily) -> DeploymentObject {
-    let mut d = DeploymentObject::new(
-        name,
-        &WorkloadKind::Deployment.api_resource(family),
-        DeploymentSpec {
-            replicas: Some(replicas),
-            selector: selector(name),
-            template: pod_template(name),
-            ..Default::default()
-        },
-    );
-    d.status = None;
-    d
-}
-
-fn rolling(d: &mut DeploymentObject, surge: i32, unavailable: i32) {
-    d.spec.strategy = Some(DeploymentStrategy {
-        type_: Some("RollingUpdate".into()),
-        rolling_update: Some(RollingUpdateDeployment {
-            max_surge: Some(IntOrString::Int(surge)),
-            max_unavailable: Some(IntOrString::Int(unavailable)),
-        }),
-    });
-}
-
 async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
     let ns = TestNamespace::create(plane(), &format!("{prefix}-{}", family.label())).await;
     let kinds = match family {
@@ -151,44 +110,6 @@ async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) 
     };
     let manager = TestManager::start(&ns, kinds).await;
     (ns, manager)
-}
-
-/// Waits until the Deployment is complete: every replica updated and available, generation observed.
-async fn wait_complete(
-    ns: &TestNamespace,
-    family: ApiFamily,
-    name: &str,
-    replicas: i32,
-) -> DeploymentObject {
-    ns.wait_for_with(
-        &deployments(ns, family),
-        WorkloadKind::Deployment.api_resource(family),
-        name,
-        &format!("a complete rollout of {replicas} replicas"),
-        TIMEOUT,
-        |d| {
-            d.is_some_and(|d| {
-                let s = d.status.clone().unwrap_or_default();
-                s.observed_generation == d.metadata.generation
-                    && s.updated_replicas.unwrap_or(0) == replicas
-                    && s.available_replicas.unwrap_or(0) == replicas
-                    && s.replicas.unwrap_or(0) == replicas
-                    && progressing_reason(d).as_deref() == Some("NewReplicaSetAvailable")
-            })
-        },
-    )
-    .await
-    .unwrap()
-}
-
-fn progressing_reason(d: &DeploymentObject) -> Option<String> {
-    d.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Progressing")
-        .and_then(|c| c.reason.clone())
 }
 
 /// The Deployment's ReplicaSets (owned by it), waited for until `condition` holds.
@@ -239,10 +160,10 @@ async fn patch(ns: &TestNamespace, family: ApiFamily, name: &str, body: serde_js
 async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
     let (ns, manager) = setup("deploy-basic", family).await;
     let created = deployments(&ns, family)
-        .create(&PostParams::default(), &deployment("web", 3, family))
+        .create(&PostParams::default(), &deployment_of("web", 3, family))
         .await
         .unwrap();
-    let d = wait_complete(&ns, family, "web", 3).await;
+    let d = wait_deployment_complete(&ns, family, "web", 3).await;
     let uid = created.metadata.uid.unwrap();
     let rss = wait_replica_sets(&ns, family, &uid, "one ReplicaSet", |rss| rss.len() == 1).await;
     let rs = &rss[0];
@@ -288,8 +209,8 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
 /// changes the image. Returns the replicas, the Deployment's UID and the watch.
 async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, String, Bounds) {
     let (replicas, surge, unavailable) = (6, 2, 1);
-    let mut d = deployment("web", replicas, family);
-    rolling(&mut d, surge, unavailable);
+    let mut d = deployment_of("web", replicas, family);
+    rolling_update(&mut d, surge, unavailable);
     d.spec.template.metadata.as_mut().unwrap().annotations = Some(BTreeMap::from([(
         "minikcm.dev/ready-after".to_string(),
         "1s".to_string(),
@@ -299,7 +220,7 @@ async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, S
         .await
         .unwrap();
     let uid = created.metadata.uid.clone().unwrap();
-    wait_complete(ns, family, "web", replicas).await;
+    wait_deployment_complete(ns, family, "web", replicas).await;
     let bounds = Bounds::watch(ns, family, &uid, replicas, surge, unavailable).await;
     patch(ns, family, "web", image("3.9")).await;
     (replicas, uid, bounds)
@@ -308,7 +229,7 @@ async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, S
 async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     let (ns, manager) = setup("deploy-rolling", family).await;
     let (replicas, uid, bounds) = start_watched_rollout(&ns, family).await;
-    wait_complete(&ns, family, "web", replicas).await;
+    wait_deployment_complete(&ns, family, "web", replicas).await;
     let rss = wait_replica_sets(&ns, family, &uid, "old ReplicaSet scaled to 0", |rss| {
         rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
     })
@@ -425,7 +346,7 @@ async fn a_manager_killed_mid_rollout_is_replaced_within_the_bounds(family: ApiF
         ApiFamily::Copies => Kinds::Copies,
     };
     let second = TestManager::start(&ns, kinds).await;
-    wait_complete(&ns, family, "web", replicas).await;
+    wait_deployment_complete(&ns, family, "web", replicas).await;
     wait_replica_sets(&ns, family, &uid, "the old ReplicaSet scaled to 0", |rss| {
         rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
     })
@@ -443,7 +364,7 @@ fn is_ready(pod: &Pod) -> bool {
 
 async fn recreate_never_runs_old_and_new_pods_together(family: ApiFamily) {
     let (ns, manager) = setup("deploy-recreate", family).await;
-    let mut d = deployment("web", 3, family);
+    let mut d = deployment_of("web", 3, family);
     d.spec.strategy = Some(DeploymentStrategy {
         type_: Some("Recreate".into()),
         rolling_update: None,
@@ -452,7 +373,7 @@ async fn recreate_never_runs_old_and_new_pods_together(family: ApiFamily) {
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
-    wait_complete(&ns, family, "web", 3).await;
+    wait_deployment_complete(&ns, family, "web", 3).await;
 
     let overlaps = Arc::new(Mutex::new(Vec::<String>::new()));
     let (listed, writer) = reflector::store();
@@ -481,7 +402,7 @@ async fn recreate_never_runs_old_and_new_pods_together(family: ApiFamily) {
     };
     listed.wait_until_ready().await.unwrap();
     patch(&ns, family, "web", image("3.9")).await;
-    wait_complete(&ns, family, "web", 3).await;
+    wait_deployment_complete(&ns, family, "web", 3).await;
     watch.abort();
     let overlaps = overlaps.lock().unwrap().clone();
     assert!(
@@ -493,13 +414,13 @@ async fn recreate_never_runs_old_and_new_pods_together(family: ApiFamily) {
 
 async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
     let (ns, manager) = setup("deploy-deadline", family).await;
-    let mut d = deployment("web", 2, family);
+    let mut d = deployment_of("web", 2, family);
     d.spec.progress_deadline_seconds = Some(3);
     deployments(&ns, family)
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     // A new template whose pods never become Ready.
     patch(
         &ns,
@@ -545,14 +466,14 @@ async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
 async fn scaling_mid_rollout_is_proportional(family: ApiFamily) {
     // Upstream's e2e "deployment should support proportional scaling".
     let (ns, manager) = setup("deploy-proportional", family).await;
-    let mut d = deployment("web", 10, family);
-    rolling(&mut d, 3, 2);
+    let mut d = deployment_of("web", 10, family);
+    rolling_update(&mut d, 3, 2);
     let created = deployments(&ns, family)
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    wait_complete(&ns, family, "web", 10).await;
+    wait_deployment_complete(&ns, family, "web", 10).await;
     patch(
         &ns,
         family,
@@ -580,11 +501,11 @@ async fn scaling_mid_rollout_is_proportional(family: ApiFamily) {
 async fn pause_holds_the_rollout_and_resume_completes_it(family: ApiFamily) {
     let (ns, manager) = setup("deploy-pause", family).await;
     let created = deployments(&ns, family)
-        .create(&PostParams::default(), &deployment("web", 2, family))
+        .create(&PostParams::default(), &deployment_of("web", 2, family))
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     patch(&ns, family, "web", json!({"spec": {"paused": true}})).await;
     patch(&ns, family, "web", image("3.9")).await;
     // The controller has seen the new template (generation observed) and says it is paused...
@@ -610,7 +531,7 @@ async fn pause_holds_the_rollout_and_resume_completes_it(family: ApiFamily) {
     .await;
     assert_eq!(rss.len(), 1);
     patch(&ns, family, "web", json!({"spec": {"paused": false}})).await;
-    wait_complete(&ns, family, "web", 3).await;
+    wait_deployment_complete(&ns, family, "web", 3).await;
     wait_replica_sets(
         &ns,
         family,
@@ -625,15 +546,15 @@ async fn pause_holds_the_rollout_and_resume_completes_it(family: ApiFamily) {
 async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
     let (ns, manager) = setup("deploy-rollback", family).await;
     let created = deployments(&ns, family)
-        .create(&PostParams::default(), &deployment("web", 2, family))
+        .create(&PostParams::default(), &deployment_of("web", 2, family))
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     let first = wait_replica_sets(&ns, family, &uid, "revision 1", |rss| rss.len() == 1).await;
     let first_uid = first[0].metadata.uid.clone().unwrap();
     patch(&ns, family, "web", image("3.9")).await;
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
 
     // The legacy rollback request: back to revision 1.
     patch(
@@ -660,7 +581,7 @@ async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
         },
     )
     .await;
-    let d = wait_complete(&ns, family, "web", 2).await;
+    let d = wait_deployment_complete(&ns, family, "web", 2).await;
     let rss = wait_replica_sets(
         &ns,
         family,
@@ -702,17 +623,17 @@ async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
 
 async fn revision_history_limit_deletes_old_replica_sets(family: ApiFamily) {
     let (ns, manager) = setup("deploy-history", family).await;
-    let mut d = deployment("web", 1, family);
+    let mut d = deployment_of("web", 1, family);
     d.spec.revision_history_limit = Some(1);
     let created = deployments(&ns, family)
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    wait_complete(&ns, family, "web", 1).await;
+    wait_deployment_complete(&ns, family, "web", 1).await;
     for tag in ["3.8", "3.9", "3.7"] {
         patch(&ns, family, "web", image(tag)).await;
-        wait_complete(&ns, family, "web", 1).await;
+        wait_deployment_complete(&ns, family, "web", 1).await;
     }
     let rss = wait_replica_sets(
         &ns,
@@ -737,11 +658,11 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
     let (ns, manager) = setup("deploy-orphan", family).await;
     let api = deployments(&ns, family);
     let created = api
-        .create(&PostParams::default(), &deployment("web", 2, family))
+        .create(&PostParams::default(), &deployment_of("web", 2, family))
         .await
         .unwrap();
     let uid = created.metadata.uid.unwrap();
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     let rss = wait_replica_sets(&ns, family, &uid, "one ReplicaSet", |rss| rss.len() == 1).await;
     let rs_uid = rss[0].metadata.uid.clone().unwrap();
     let pods_before: BTreeSet<String> = ns
@@ -774,7 +695,7 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
     )
     .await;
     let again = api
-        .create(&PostParams::default(), &deployment("web", 2, family))
+        .create(&PostParams::default(), &deployment_of("web", 2, family))
         .await
         .unwrap();
     let new_uid = again.metadata.uid.unwrap();
@@ -787,7 +708,7 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
     )
     .await;
     assert_eq!(rss[0].metadata.uid.as_deref(), Some(rs_uid.as_str()));
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     let pods_after: BTreeSet<String> = ns
         .api::<Pod>()
         .list(&Default::default())
@@ -815,8 +736,8 @@ async fn replicas_of_i32_max_do_not_wedge_the_deployment(family: ApiFamily) {
         .create(&PostParams::default(), &quota)
         .await
         .unwrap();
-    let mut d = deployment("huge", i32::MAX, family);
-    rolling(&mut d, 1, 0);
+    let mut d = deployment_of("huge", i32::MAX, family);
+    rolling_update(&mut d, 1, 0);
     let created = deployments(&ns, family)
         .create(&PostParams::default(), &d)
         .await
@@ -837,7 +758,7 @@ async fn replicas_of_i32_max_do_not_wedge_the_deployment(family: ApiFamily) {
     .await;
 
     patch(&ns, family, "huge", json!({"spec": {"replicas": 2}})).await;
-    wait_complete(&ns, family, "huge", 2).await;
+    wait_deployment_complete(&ns, family, "huge", 2).await;
     for controller in ["deployment_controller", "replicaset_controller"] {
         assert_eq!(
             manager
@@ -930,7 +851,7 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
     )
     .await;
     deployments(&ns, family)
-        .create(&PostParams::default(), &deployment("web", 2, family))
+        .create(&PostParams::default(), &deployment_of("web", 2, family))
         .await
         .unwrap();
 
@@ -960,7 +881,7 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
         .await
         .unwrap();
     let allowed_at = tokio::time::Instant::now();
-    wait_complete(&ns, family, "web", 2).await;
+    wait_deployment_complete(&ns, family, "web", 2).await;
     eprintln!(
         "converged {:.1}s after the manager's writes were allowed again ({retries} retries while denied)",
         allowed_at.elapsed().as_secs_f64()

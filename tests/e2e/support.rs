@@ -77,12 +77,13 @@ pub fn app_selector(app: &str) -> String {
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSetSpec;
+use k8s_openapi::api::apps::v1::{DeploymentStrategy, ReplicaSetSpec, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::discovery::ApiResource;
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
 
 /// mini-kcm's controller manager, scoped to one test's namespace (so tests on a shared plane, and a
@@ -182,6 +183,81 @@ impl TestManager {
 
 pub fn family_resource(family: ApiFamily) -> ApiResource {
     WorkloadKind::ReplicaSet.api_resource(family)
+}
+
+/// The Deployments of `family` in the test's namespace.
+pub fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {
+    Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::Deployment.api_resource(family),
+    )
+}
+
+/// A Deployment of `family` selecting `app=<name>`.
+pub fn deployment_of(name: &str, replicas: i32, family: ApiFamily) -> DeploymentObject {
+    let mut d = DeploymentObject::new(
+        name,
+        &WorkloadKind::Deployment.api_resource(family),
+        DeploymentSpec {
+            replicas: Some(replicas),
+            selector: selector(name),
+            template: pod_template(name),
+            ..Default::default()
+        },
+    );
+    d.status = None;
+    d
+}
+
+/// RollingUpdate with integer maxSurge and maxUnavailable.
+pub fn rolling_update(d: &mut DeploymentObject, surge: i32, unavailable: i32) {
+    d.spec.strategy = Some(DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(surge)),
+            max_unavailable: Some(IntOrString::Int(unavailable)),
+        }),
+    });
+}
+
+/// Waits until the Deployment is complete: every replica updated and available, generation observed.
+pub async fn wait_deployment_complete(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    replicas: i32,
+) -> DeploymentObject {
+    ns.wait_for_with(
+        &deployments(ns, family),
+        WorkloadKind::Deployment.api_resource(family),
+        name,
+        &format!("a complete rollout of {replicas} replicas"),
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                let s = d.status.clone().unwrap_or_default();
+                s.observed_generation == d.metadata.generation
+                    && s.updated_replicas.unwrap_or(0) == replicas
+                    && s.available_replicas.unwrap_or(0) == replicas
+                    && s.replicas.unwrap_or(0) == replicas
+                    && progressing_reason(d).as_deref() == Some("NewReplicaSetAvailable")
+            })
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// The reason of the Deployment's Progressing condition.
+pub fn progressing_reason(d: &DeploymentObject) -> Option<String> {
+    d.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .and_then(|c| c.reason.clone())
 }
 
 /// The ReplicaSets of `family` in the test's namespace.
