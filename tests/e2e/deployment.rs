@@ -187,6 +187,27 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
     assert_eq!(template_labels[HASH], hash);
     assert_eq!(rs.metadata.annotations.as_ref().unwrap()[REVISION], "1");
     assert_eq!(d.metadata.annotations.as_ref().unwrap()[REVISION], "1");
+    // As upstream: the controller's bookkeeping never bumps the generation (apps/v1 writes the revision
+    // annotation with the status), and its writes carry its name as field manager.
+    assert_eq!(d.metadata.generation, Some(1), "generation after create");
+    let managers: BTreeSet<&str> = rs
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.manager.as_deref())
+        .collect();
+    assert!(
+        managers.contains("mini-kcm"),
+        "field managers: {managers:?}"
+    );
+    patch(&ns, family, "web", image("3.9")).await;
+    let d = wait_deployment_complete(&ns, family, "web", 3).await;
+    assert_eq!(
+        d.metadata.generation,
+        Some(2),
+        "generation after one image change"
+    );
     let available = d
         .status
         .unwrap()

@@ -26,6 +26,13 @@ pub trait SyncFailure: Display {
     fn is_expected(&self) -> bool {
         false
     }
+
+    /// The failure ends the key's retries at once, without a warning (upstream's Deployment controller
+    /// forgets a key whose namespace is being deleted: no write there can succeed, and the deletion
+    /// brings the final event).
+    fn forgets_the_key(&self) -> bool {
+        false
+    }
 }
 
 /// `<subsystem>_sync_panics_total`: syncs that panicked (each one was caught and its key requeued).
@@ -139,6 +146,11 @@ fn handle_outcome<K: Clone + Eq + Hash + Debug + Send + Sync + 'static, E: SyncF
     let retries = queue.num_requeues(key);
     let error = match outcome {
         Outcome::Synced => {
+            queue.forget(key);
+            return;
+        }
+        Outcome::Failed(e) if e.forgets_the_key() => {
+            tracing::debug!(error = %e, "sync failed for good; forgetting the key");
             queue.forget(key);
             return;
         }
@@ -312,6 +324,40 @@ mod tests {
 
         queue.shut_down();
         workers.await.unwrap();
+    }
+
+    #[derive(Debug)]
+    struct NamespaceGone;
+    impl Display for NamespaceGone {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("namespace is being terminated")
+        }
+    }
+    impl SyncFailure for NamespaceGone {
+        fn forgets_the_key(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_that_forgets_the_key_is_not_retried() {
+        let queue: WorkQueue<String> =
+            WorkQueue::new("forget", default_controller_rate_limiter(), None);
+        let panics = SyncPanics::unregistered();
+        queue.add("ns/web".to_string());
+        let key = queue.get().await.unwrap();
+        handle_outcome(
+            &queue,
+            &key,
+            Outcome::Failed(NamespaceGone),
+            Some(15),
+            &panics,
+        );
+        queue.done(&key);
+        assert_eq!(queue.num_requeues(&key), 0);
+        // Nothing comes back, even after the longest backoff.
+        tokio::time::advance(Duration::from_secs(2000)).await;
+        assert!(queue.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

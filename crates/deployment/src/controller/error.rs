@@ -1,7 +1,7 @@
 //! How a Deployment sync fails: [`SyncError`]; the key is retried with backoff, at most
 //! [`MAX_RETRIES`](super::MAX_RETRIES) times in a row, as upstream.
 
-use mini_kcm_runtime::api_errors::is_conflict;
+use mini_kcm_runtime::api_errors::{is_conflict, is_namespace_terminating};
 use mini_kcm_runtime::ownership::ClaimError;
 
 /// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
@@ -36,6 +36,11 @@ impl mini_kcm_runtime::worker::SyncFailure for SyncError {
             SyncError::Api { source, .. } => is_conflict(source),
             _ => false,
         }
+    }
+
+    /// As upstream's `handleErr`: a write refused because the namespace is being deleted ends the key.
+    fn forgets_the_key(&self) -> bool {
+        matches!(self, SyncError::Api { source, .. } if is_namespace_terminating(source))
     }
 }
 

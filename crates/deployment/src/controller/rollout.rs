@@ -13,7 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
 use serde_json::json;
 
@@ -250,10 +250,15 @@ impl<'a> Rollout<'a> {
         Ok(scaled)
     }
 
-    /// Writes what differs between `desired` and the Deployment: annotations through the object itself
-    /// (a status write cannot change metadata of a CRD copy, and this keeps one path for both
-    /// families), the status through the status subresource. The status always gets the selector this
-    /// family stores (a copy's, whatever `desired` carries), so no write erases or keeps a stale one.
+    /// Writes what differs between `desired` and the Deployment: its annotations (the revision
+    /// bookkeeping) and its status. The status always gets the selector this family stores (a copy's,
+    /// whatever `desired` carries), so no write erases or keeps a stale one.
+    ///
+    /// apps/v1: one update of the status subresource carrying both, as upstream: the API server's status
+    /// strategy keeps the annotations and does not bump `metadata.generation` (a write of the main
+    /// resource would, so every rollout would show two generations). Copies: a CRD's status subresource
+    /// ignores metadata, so annotations go through a patch of the object itself (which does not bump a
+    /// custom resource's generation either), then the status.
     pub(crate) async fn write_deployment(
         &mut self,
         desired: DeploymentObject,
@@ -261,7 +266,24 @@ impl<'a> Rollout<'a> {
         let d_name = self.d_name();
         let current = self.d.metadata.annotations.clone().unwrap_or_default();
         let wanted = desired.metadata.annotations.clone().unwrap_or_default();
-        if current != wanted {
+        let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
+        let annotations_changed = current != wanted;
+        if self.c.inner.options.family == ApiFamily::Apps {
+            if !annotations_changed && !status_needs_write(self.d.status.as_ref(), &new_status) {
+                return Ok(());
+            }
+            let mut target = self.d.clone();
+            target.metadata.annotations = desired.metadata.annotations.clone();
+            target.status = Some(new_status);
+            self.d = self
+                .d_api
+                .replace_status(&d_name, &PostParams::default(), &target)
+                .await
+                .map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+            self.c.inner.consistency.record_write(self.key, &self.d);
+            return Ok(());
+        }
+        if annotations_changed {
             let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
             for (k, v) in &wanted {
                 if current.get(k) != Some(v) {
@@ -282,7 +304,6 @@ impl<'a> Rollout<'a> {
                 .map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
             self.c.inner.consistency.record_write(self.key, &self.d);
         }
-        let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
             target.status = Some(new_status);
