@@ -26,18 +26,18 @@ pub(super) fn sweep(node_dir: &Path, shim_marker: &str, kube_proxy: &Path) -> Sw
     kill_processes_mentioning(shim_marker, &mut report);
     unmount_under(node_dir, &mut report);
     remove_cgroups(&mut report);
-    if Path::new("/sys/class/net").join(BRIDGE).exists() {
-        if let Err(e) = run_tool(Path::new("ip"), &["link", "delete", BRIDGE], TOOL_TIMEOUT) {
-            report
-                .problems
-                .push(format!("deleting bridge {BRIDGE}: {e}"));
-        }
+    if Path::new("/sys/class/net").join(BRIDGE).exists()
+        && let Err(e) = run_tool(Path::new("ip"), &["link", "delete", BRIDGE], TOOL_TIMEOUT)
+    {
+        report
+            .problems
+            .push(format!("deleting bridge {BRIDGE}: {e}"));
     }
     // kube-proxy's own clean-up removes its chains in every mode it knows (iptables, ipvs, nftables).
-    if kube_proxy.exists() {
-        if let Err(e) = run_tool(kube_proxy, &["--cleanup"], TOOL_TIMEOUT) {
-            report.problems.push(format!("kube-proxy --cleanup: {e}"));
-        }
+    if kube_proxy.exists()
+        && let Err(e) = run_tool(kube_proxy, &["--cleanup"], TOOL_TIMEOUT)
+    {
+        report.problems.push(format!("kube-proxy --cleanup: {e}"));
     }
     remove_kubelet_chains(&mut report);
     report
@@ -197,12 +197,12 @@ fn unescape_mount_path(field: &str) -> String {
             .get(i + 1..i + 4)
             .and_then(|digits| std::str::from_utf8(digits).ok())
             .and_then(|digits| u8::from_str_radix(digits, 8).ok());
-        if bytes[i] == b'\\' {
-            if let Some(code) = octal {
-                out.push(code);
-                i += 4;
-                continue;
-            }
+        if bytes[i] == b'\\'
+            && let Some(code) = octal
+        {
+            out.push(code);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;
@@ -274,10 +274,10 @@ fn kubelet_rules(dump: &str) -> Vec<(String, Vec<Vec<String>>, Vec<String>)> {
         if let Some(table) = line.strip_prefix('*') {
             current = Some((table.to_string(), Vec::new(), Vec::new()));
         } else if line == "COMMIT" {
-            if let Some(done) = current.take() {
-                if !done.1.is_empty() || !done.2.is_empty() {
-                    tables.push(done);
-                }
+            if let Some(done) = current.take()
+                && (!done.1.is_empty() || !done.2.is_empty())
+            {
+                tables.push(done);
             }
         } else if let Some((_, rules, chains)) = current.as_mut() {
             if let Some(declared) = line.strip_prefix(':') {
