@@ -140,7 +140,6 @@ impl RealNode {
         }
         create_bridge()?;
         create_cgroup_root()?;
-        node.stopped = false;
         Ok(node)
     }
 
