@@ -106,7 +106,7 @@ impl RealNode {
             });
         }
         let dir = plane_dir.join("real-node");
-        let mut node = RealNode {
+        let node = RealNode {
             socket: dir.join("containerd").join("containerd.sock"),
             dir,
             bin_dir: binaries.dir().to_path_buf(),
