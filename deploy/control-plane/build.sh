@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules (no Docker, no downloaded binaries):
-#   etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok
+#   etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok,
+#   and for the optional real node (`mini-kcm up --real-node`): kubelet, kube-proxy
 # into ${MINI_KCM_CACHE:-$HOME/.cache/mini-kcm}/<version-set>/bin/. Idempotent: a complete, cached
 # version set returns in well under a second. Versions come from versions.env beside this script
 # (or from the environment when the Rust CLI runs an embedded copy of this script).
@@ -22,7 +23,9 @@ bin_dir="$set_dir/bin"
 src_dir="$set_dir/src"
 log_dir="$set_dir/logs"
 stamp="$bin_dir/.complete"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok kubelet kube-proxy)
+# The k8s.io/kubernetes commands, all built from one module so their versions cannot drift apart.
+k8s_commands=(kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet kube-proxy)
 
 all_present() {
   [[ -f "$stamp" ]] || return 1
@@ -96,11 +99,9 @@ prepare_k8s_module() {
   local m
   for m in $mods; do go mod edit -replace="$m=$m@$staging_version"; done
   echo "staging modules pinned at $staging_version: $(echo "$mods" | wc -l)"
-  go get -tool \
-    "k8s.io/kubernetes/cmd/kube-apiserver@${KUBERNETES_VERSION}" \
-    "k8s.io/kubernetes/cmd/kube-scheduler@${KUBERNETES_VERSION}" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager@${KUBERNETES_VERSION}" \
-    "k8s.io/kubernetes/cmd/kubectl@${KUBERNETES_VERSION}"
+  local tools=() c
+  for c in "${k8s_commands[@]}"; do tools+=("k8s.io/kubernetes/cmd/$c@${KUBERNETES_VERSION}"); done
+  go get -tool "${tools[@]}"
   go mod download
 }
 
@@ -113,11 +114,10 @@ build_k8s() {
     ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${k8s_minor}"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  go build -trimpath -ldflags "$ldflags" -o "$bin_dir/" \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl
+  # Only what is missing: a cache built before kubelet/kube-proxy were added gains just those two.
+  local pkgs=() c
+  for c in "${k8s_commands[@]}"; do [[ -x "$bin_dir/$c" ]] || pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  go build -trimpath -ldflags "$ldflags" -o "$bin_dir/" "${pkgs[@]}"
 }
 
 build_etcd() {
@@ -135,9 +135,11 @@ build_kwok() {
 echo "building control plane $version_set into $bin_dir (first build takes minutes; later ones are cached)"
 [[ -x "$bin_dir/etcd" ]] || step "etcd ${ETCD_VERSION}" "$log_dir/etcd.log" build_etcd
 [[ -x "$bin_dir/kwok" ]] || step "kwok ${KWOK_VERSION}" "$log_dir/kwok.log" build_kwok
-if [[ ! -x "$bin_dir/kube-apiserver" || ! -x "$bin_dir/kube-scheduler" || ! -x "$bin_dir/kube-controller-manager" || ! -x "$bin_dir/kubectl" ]]; then
+k8s_missing=()
+for c in "${k8s_commands[@]}"; do [[ -x "$bin_dir/$c" ]] || k8s_missing+=("$c"); done
+if ((${#k8s_missing[@]})); then
   step "resolve k8s.io/kubernetes ${KUBERNETES_VERSION} modules" "$log_dir/k8s-modules.log" prepare_k8s_module
-  step "compile kube-apiserver, -scheduler, -controller-manager, kubectl" "$log_dir/k8s-build.log" build_k8s
+  step "compile ${k8s_missing[*]}" "$log_dir/k8s-build.log" build_k8s
 fi
 
 "$bin_dir/kube-apiserver" --version | grep -q "${KUBERNETES_VERSION}" || { echo "error: kube-apiserver does not report ${KUBERNETES_VERSION}" >&2; exit 1; }

@@ -3,6 +3,8 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+pub mod in_cluster_kit;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};

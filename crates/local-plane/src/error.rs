@@ -38,6 +38,12 @@ pub enum PlaneError {
     },
     #[error("state directory {dir} is in use by running process {pid}; pass another --state-dir")]
     StateDirInUse { dir: PathBuf, pid: u32 },
+    #[error(
+        "another plane runs a real node on this host (it holds {lock}); stop it, or start this plane without --real-node"
+    )]
+    RealNodeInUse { lock: PathBuf },
+    #[error("real node: {0}")]
+    RealNode(String),
     #[error("reading kubeconfig {path}: {source}")]
     Kubeconfig {
         path: PathBuf,

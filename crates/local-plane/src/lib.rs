@@ -4,7 +4,8 @@
 //! subresources, watch semantics, the real scheduler and garbage collector), and no Docker engine is
 //! assumed. So this crate builds etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl
 //! and kwok from Go modules ([`Binaries`]), and runs them as child processes ([`LocalPlane`]) with
-//! simulated nodes whose pods become Running and Ready ([`nodes`], `deploy/kwok/stages.yaml`).
+//! simulated nodes whose pods become Running and Ready ([`nodes`], `deploy/kwok/stages.yaml`), and
+//! optionally one real node (containerd, kubelet, kube-proxy) that runs real containers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), mini_kcm_local_plane::PlaneError> {
@@ -23,15 +24,21 @@ mod pki;
 mod plane;
 mod ports;
 mod process;
+mod real_node;
 mod state_dir;
 mod versions;
 
 pub use binaries::Binaries;
 pub use error::PlaneError;
+pub use pki::REAL_NODE_NAME;
 pub use plane::{Component, LocalPlane, PlaneInfo, PlaneOptions, UpstreamWorkloadControllers};
 pub use plane::{REPLACED_CONTROLLERS, client_from_kubeconfig, config_from_kubeconfig};
 pub use ports::port_in_use;
 pub use process::ManagedProcess;
+pub use real_node::{
+    BRIDGE as REAL_NODE_BRIDGE, CGROUP_ROOT as REAL_NODE_CGROUP_ROOT, NODE_TOOLS_IMAGE,
+    REAL_NODE_TAINT, RealNodeInfo, RealNodeOptions,
+};
 pub use versions::VersionSet;
 
 /// The kwok stage file the simulated nodes run (documented in `deploy/kwok/stages.yaml`).

@@ -4,6 +4,12 @@
 //! kube-controller-manager for their health ports); one EC key signs and verifies service account
 //! tokens; every client (our controllers, tests, scheduler, controller-manager, kwok, kubectl) uses a
 //! static admin token in `system:masters`, so there is a single kubeconfig.
+//!
+//! The optional real node needs three client certificates from the same CA, since its components
+//! authenticate as Kubernetes expects them to: the kubelet as `system:node:<name>` in `system:nodes`
+//! (the Node authorizer grants it exactly its own node and pods), kube-proxy as `system:kube-proxy`
+//! (bound to `system:node-proxier`), and the API server towards the kubelet (`kubectl logs`) in
+//! `system:masters`. They are cheap, so they are always generated.
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +30,20 @@ pub(crate) struct PkiFiles {
     pub service_account_public_key: PathBuf,
     pub token_file: PathBuf,
     pub admin_token: String,
+    pub kubelet_client: ClientCert,
+    pub kube_proxy_client: ClientCert,
+    pub apiserver_kubelet_client: ClientCert,
 }
+
+/// A client certificate and its key (PEM files).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientCert {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The name the real node registers under (its kubelet's client certificate names it).
+pub const REAL_NODE_NAME: &str = "mini-kcm-real-node";
 
 const SERVING_NAMES: &[&str] = &[
     "127.0.0.1",
@@ -74,6 +93,9 @@ pub(crate) fn generate(dir: &Path) -> Result<PkiFiles, PlaneError> {
         service_account_public_key: dir.join("service-account.pub"),
         token_file: dir.join("tokens.csv"),
         admin_token,
+        kubelet_client: ClientCert::named(dir, "kubelet-client"),
+        kube_proxy_client: ClientCert::named(dir, "kube-proxy-client"),
+        apiserver_kubelet_client: ClientCert::named(dir, "apiserver-kubelet-client"),
     };
     write(&files.ca_cert, &ca_cert.pem())?;
     write(&files.serving_cert, &serving_cert.pem())?;
@@ -90,7 +112,46 @@ pub(crate) fn generate(dir: &Path) -> Result<PkiFiles, PlaneError> {
         &files.token_file,
         &format!("{},admin,admin,\"system:masters\"\n", files.admin_token),
     )?;
+    for (client, common_name, organization) in [
+        (
+            &files.kubelet_client,
+            format!("system:node:{REAL_NODE_NAME}"),
+            "system:nodes",
+        ),
+        (
+            &files.kube_proxy_client,
+            "system:kube-proxy".to_string(),
+            "system:node-proxier",
+        ),
+        (
+            &files.apiserver_kubelet_client,
+            "kube-apiserver-kubelet-client".to_string(),
+            "system:masters",
+        ),
+    ] {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, organization);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &ca)?;
+        write(&client.cert, &cert.pem())?;
+        write(&client.key, &key.serialize_pem())?;
+    }
     Ok(files)
+}
+
+impl ClientCert {
+    fn named(dir: &Path, name: &str) -> Self {
+        ClientCert {
+            cert: dir.join(format!("{name}.crt")),
+            key: dir.join(format!("{name}.key")),
+        }
+    }
 }
 
 fn random_token() -> String {
@@ -127,6 +188,18 @@ mod tests {
         assert!(tokens.starts_with(&files.admin_token));
         assert!(tokens.contains("system:masters"));
         assert_eq!(files.admin_token.len(), 48);
+        for client in [&files.kubelet_client, &files.kube_proxy_client] {
+            assert!(
+                std::fs::read_to_string(&client.cert)
+                    .unwrap()
+                    .starts_with("-----BEGIN CERTIFICATE-----")
+            );
+            assert!(
+                std::fs::read_to_string(&client.key)
+                    .unwrap()
+                    .contains("PRIVATE KEY")
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Start order follows the dependencies: etcd, then the apiserver (which needs etcd), then the
 //! scheduler and controller-manager (which need the apiserver), then kwok and the nodes (which need the
-//! node-lifecycle controller to lift the `not-ready` taint). Stop runs in reverse.
+//! node-lifecycle controller to lift the `not-ready` taint), then the optional real node
+//! ([`crate::real_node`]). Stop runs in reverse.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::health::{https_ok, plain_http_get, wait_until};
 use crate::pki::{self, PkiFiles};
 use crate::ports::free_ports;
 use crate::process::log_tail;
+use crate::real_node::{self, RealNode, RealNodeInfo, RealNodeOptions};
 use crate::state_dir::StateDir;
 use crate::{Binaries, KWOK_STAGES, ManagedProcess, PlaneError, nodes};
 
@@ -44,6 +46,8 @@ pub struct PlaneOptions {
     pub install_crds: bool,
     /// Upper bound for each start-up step.
     pub step_timeout: Duration,
+    /// Also run one real node (containerd, kubelet, kube-proxy) on this host; see [`RealNodeOptions`].
+    pub real_node: Option<RealNodeOptions>,
 }
 
 impl PlaneOptions {
@@ -56,6 +60,7 @@ impl PlaneOptions {
             upstream_workload_controllers: UpstreamWorkloadControllers::Disabled,
             install_crds: true,
             step_timeout: Duration::from_secs(120),
+            real_node: None,
         }
     }
 }
@@ -105,6 +110,9 @@ pub struct PlaneInfo {
     pub nodes: Vec<String>,
     pub kubernetes_version: String,
     pub startup_seconds: f64,
+    /// The real node, when the plane runs one.
+    #[serde(default)]
+    pub real_node: Option<RealNodeInfo>,
 }
 
 impl PlaneInfo {
@@ -140,6 +148,8 @@ impl PlaneInfo {
 /// gracefully.
 #[derive(Debug)]
 pub struct LocalPlane {
+    /// First, so that dropping the plane removes the real node's pods while the rest still runs.
+    real_node: Option<RealNode>,
     info: PlaneInfo,
     processes: Vec<ManagedProcess>,
     /// What restarting kube-controller-manager with other flags needs.
@@ -195,6 +205,11 @@ impl LocalPlane {
         std::fs::write(dir.join(AUDIT_POLICY_FILE), AUDIT_POLICY)
             .map_err(|e| PlaneError::io("writing the audit policy", e))?;
 
+        let mut real_node = match &options.real_node {
+            Some(_) => Some(RealNode::prepare(&dir, &options.binaries)?),
+            None => None,
+        };
+
         let bin = &options.binaries;
         let log = |c: Component| log_dir.join(format!("{}.log", c.name()));
         let timeout = options.step_timeout;
@@ -222,7 +237,7 @@ impl LocalPlane {
         processes.push(ManagedProcess::spawn(
             Component::ApiServer.name(),
             &bin.path("kube-apiserver"),
-            &apiserver_args(&dir, &ports, &pki),
+            &apiserver_args(&dir, &ports, &pki, real_node.is_some()),
             &[],
             &log(Component::ApiServer),
         )?);
@@ -288,7 +303,7 @@ impl LocalPlane {
         processes.push(ManagedProcess::spawn(
             Component::Kwok.name(),
             &bin.path("kwok"),
-            &kwok_args(&kubeconfig, &stages),
+            &kwok_args(&kubeconfig, &stages, real_node.is_some()),
             &[("KWOK_WORKDIR", kwok_workdir.as_path())],
             &log(Component::Kwok),
         )?);
@@ -316,6 +331,22 @@ impl LocalPlane {
             step.elapsed().as_secs_f64()
         );
 
+        let real_node_info = match (&mut real_node, &options.real_node) {
+            (Some(node), Some(node_options)) => {
+                step = Instant::now();
+                let info = node
+                    .start(node_options, &pki, &server, &client, &log_dir, timeout)
+                    .await?;
+                tracing::info!(
+                    "real node {} Ready in {:.1}s",
+                    info.name,
+                    step.elapsed().as_secs_f64()
+                );
+                Some(info)
+            }
+            _ => None,
+        };
+
         let info = PlaneInfo {
             state_dir: dir.clone(),
             kubeconfig,
@@ -339,12 +370,14 @@ impl LocalPlane {
             nodes: node_names,
             kubernetes_version: bin.versions().kubernetes.clone(),
             startup_seconds: started.elapsed().as_secs_f64(),
+            real_node: real_node_info,
         };
         let json = serde_json::to_string_pretty(&info)
             .map_err(|e| PlaneError::io("encoding plane.json", std::io::Error::other(e)))?;
         std::fs::write(dir.join("plane.json"), json)
             .map_err(|e| PlaneError::io("writing plane.json", e))?;
         Ok(LocalPlane {
+            real_node,
             info,
             processes,
             pki,
@@ -369,6 +402,9 @@ impl LocalPlane {
 
     /// An error naming the first component that has exited, if any.
     pub fn check_running(&mut self) -> Result<(), PlaneError> {
+        if let Some(node) = &mut self.real_node {
+            node.check_running()?;
+        }
         self.processes
             .iter_mut()
             .try_for_each(ManagedProcess::check_running)
@@ -414,11 +450,20 @@ impl LocalPlane {
         .await
     }
 
-    /// Stops the components in reverse start order (SIGTERM, then SIGKILL after 10 s).
-    pub async fn stop(mut self) {
+    /// Stops the components in reverse start order (SIGTERM, then SIGKILL after 10 s); the real node
+    /// first, with everything it created on the host. Returns what the real node's teardown could not
+    /// remove (empty without a real node, and when the host is clean).
+    pub async fn stop(mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(node) = self.real_node.take() {
+            problems = tokio::task::spawn_blocking(move || node.stop())
+                .await
+                .unwrap_or_else(|e| vec![format!("the real node's teardown panicked: {e}")]);
+        }
         while let Some(process) = self.processes.pop() {
             process.stop(Duration::from_secs(10)).await;
         }
+        problems
     }
 }
 
@@ -483,11 +528,9 @@ fn etcd_args(dir: &Path, ports: &Ports) -> Vec<String> {
     ]
 }
 
-fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles) -> Vec<String> {
-    vec![
+fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles, real_node: bool) -> Vec<String> {
+    let mut args = vec![
         format!("--etcd-servers=http://127.0.0.1:{}", ports.etcd_client),
-        "--bind-address=127.0.0.1".into(),
-        "--advertise-address=127.0.0.1".into(),
         format!("--secure-port={}", ports.apiserver),
         format!("--cert-dir={}", dir.join("pki").display()),
         format!("--tls-cert-file={}", pki.serving_cert.display()),
@@ -506,8 +549,6 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles) -> Vec<String> {
         ),
         "--service-cluster-ip-range=10.0.0.0/24".into(),
         "--allow-privileged=true".into(),
-        // The `kubernetes` Service would point at 127.0.0.1, which Endpoints reject.
-        "--endpoint-reconciler-type=none".into(),
         "--profiling=false".into(),
         format!(
             "--audit-policy-file={}",
@@ -521,7 +562,36 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles) -> Vec<String> {
         // Bounded on disk: one rotation of 200 MB.
         "--audit-log-maxsize=200".into(),
         "--audit-log-maxbackup=1".into(),
-    ]
+        // `kubectl logs` and `exec` on the real node: the kubelet accepts clients of the plane CA, at the
+        // node's address (its host name means nothing to DNS).
+        "--kubelet-preferred-address-types=InternalIP".into(),
+        format!(
+            "--kubelet-client-certificate={}",
+            pki.apiserver_kubelet_client.cert.display()
+        ),
+        format!(
+            "--kubelet-client-key={}",
+            pki.apiserver_kubelet_client.key.display()
+        ),
+    ];
+    if real_node {
+        // Pods reach the API server through the `kubernetes` Service, which leads to the advertised
+        // address: the real node's bridge. So the API server listens there too (on all addresses; the
+        // kubeconfig still uses 127.0.0.1) and keeps that Service's endpoints itself.
+        args.extend([
+            "--bind-address=0.0.0.0".into(),
+            format!("--advertise-address={}", real_node::GATEWAY),
+            "--endpoint-reconciler-type=lease".into(),
+        ]);
+    } else {
+        args.extend([
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            // The `kubernetes` Service would point at 127.0.0.1, which Endpoints reject.
+            "--endpoint-reconciler-type=none".into(),
+        ]);
+    }
+    args
 }
 
 const AUDIT_POLICY_FILE: &str = "audit-policy.yaml";
@@ -587,11 +657,20 @@ fn controller_manager_args(
     args
 }
 
-fn kwok_args(kubeconfig: &Path, stages: &Path) -> Vec<String> {
+fn kwok_args(kubeconfig: &Path, stages: &Path, real_node: bool) -> Vec<String> {
+    // kwok must leave the real node (and its pods) to the kubelet.
+    let manage = if real_node {
+        format!(
+            "--manage-nodes-with-label-selector=!{}",
+            real_node::REAL_NODE_TAINT.0
+        )
+    } else {
+        "--manage-all-nodes=true".to_string()
+    };
     vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--config={}", stages.display()),
-        "--manage-all-nodes=true".into(),
+        manage,
         "--cidr=10.244.0.0/16".into(),
         "--node-ip=127.0.0.1".into(),
         "--node-lease-duration-seconds=40".into(),
@@ -612,6 +691,18 @@ mod tests {
             service_account_public_key: "sa.pub".into(),
             token_file: "t".into(),
             admin_token: "x".into(),
+            kubelet_client: crate::pki::ClientCert {
+                cert: "k".into(),
+                key: "k".into(),
+            },
+            kube_proxy_client: crate::pki::ClientCert {
+                cert: "p".into(),
+                key: "p".into(),
+            },
+            apiserver_kubelet_client: crate::pki::ClientCert {
+                cert: "a".into(),
+                key: "a".into(),
+            },
         };
         let without = controller_manager_args(
             Path::new("kc"),

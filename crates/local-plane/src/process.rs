@@ -148,6 +148,22 @@ impl ManagedProcess {
         tracing::debug!(component = %self.name, "stopped");
     }
 
+    /// [`ManagedProcess::stop`] for code that cannot await (teardown from `Drop`).
+    pub fn stop_blocking(mut self, grace: Duration) {
+        self.signal(libc::SIGTERM);
+        let deadline = std::time::Instant::now() + grace;
+        while self.exited().is_none() {
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!(component = %self.name, "did not stop after {grace:?}; killing it");
+                self.signal(libc::SIGKILL);
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::debug!(component = %self.name, "stopped");
+    }
+
     fn signal(&self, signal: libc::c_int) {
         if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
             // SAFETY: plain syscall on a pid we own and have not reaped yet.

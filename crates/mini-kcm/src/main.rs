@@ -1,7 +1,7 @@
 //! `mini-kcm`: the command line of the project.
 //!
-//! - `mini-kcm up` builds (once, cached) and runs a real local control plane with simulated nodes, in the
-//!   foreground, until Ctrl-C or SIGTERM.
+//! - `mini-kcm up` builds (once, cached) and runs a real local control plane with simulated nodes (and,
+//!   with `--real-node`, one node that runs real containers), in the foreground, until Ctrl-C or SIGTERM.
 //! - `mini-kcm run` runs the controllers against the current kubeconfig or in-cluster config.
 //! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
@@ -41,7 +41,8 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)
-    /// with simulated nodes on 127.0.0.1, in the foreground.
+    /// with simulated nodes on 127.0.0.1, in the foreground; `--real-node` adds one node that runs real
+    /// containers (containerd, kubelet, kube-proxy).
     Up(up::UpArgs),
     /// Run the controllers against a cluster (kubeconfig or in-cluster config), like
     /// kube-controller-manager.

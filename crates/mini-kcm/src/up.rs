@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_local_plane::{
-    Binaries, LocalPlane, PlaneOptions, UpstreamWorkloadControllers, VersionSet,
-    config_from_kubeconfig,
+    Binaries, LocalPlane, PlaneOptions, REAL_NODE_TAINT, RealNodeOptions,
+    UpstreamWorkloadControllers, VersionSet, config_from_kubeconfig,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
 use tokio::signal::unix::{SignalKind, signal};
@@ -38,7 +38,18 @@ pub struct UpArgs {
     /// `planes/plane-N` under the cache directory).
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Also run one real node on this host (containerd, kubelet, kube-proxy; needs root and
+    /// deploy/real-node/ensure-runtime.sh), tainted `mini-kcm.dev/real-node=true:NoSchedule`. Imports
+    /// target/image/mini-kcm.tar when it exists. See docs/local-control-plane.md.
+    #[arg(long)]
+    real_node: bool,
+    /// An image archive (`docker save` or OCI) to import into the real node; repeatable.
+    #[arg(long = "image", value_name = "PATH", requires = "real_node")]
+    images: Vec<PathBuf>,
 }
+
+/// The archive deploy/image/build.sh writes, relative to the repository root.
+const DEFAULT_IMAGE_ARCHIVE: &str = "target/image/mini-kcm.tar";
 
 pub async fn build_plane() -> anyhow::Result<()> {
     let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
@@ -56,6 +67,18 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     options.nodes = args.nodes;
     options.state_dir = args.state_dir.clone();
     options.kubeconfig_out = args.kubeconfig_out.clone();
+    if args.real_node {
+        let mut images = Vec::new();
+        let default_archive = PathBuf::from(DEFAULT_IMAGE_ARCHIVE);
+        if default_archive.is_file() {
+            images.push(default_archive);
+        }
+        for image in &args.images {
+            anyhow::ensure!(image.is_file(), "--image {}: no such file", image.display());
+            images.push(image.clone());
+        }
+        options.real_node = Some(RealNodeOptions { images });
+    }
     options.upstream_workload_controllers = match args.workload_controllers {
         WorkloadControllers::Upstream => UpstreamWorkloadControllers::Enabled,
         WorkloadControllers::Mini | WorkloadControllers::None => {
@@ -107,7 +130,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             Ok(Ok(())) => {}
         }
     }
-    plane.stop().await;
+    let leftovers = plane.stop().await;
+    for leftover in &leftovers {
+        eprintln!("mini-kcm: the real node left something behind: {leftover}");
+    }
     eprintln!("mini-kcm: stopped");
     outcome.map(|_| ())
 }
@@ -173,6 +199,24 @@ fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessMa
     println!("  binaries:             {}", info.bin_dir.display());
     println!("  state:                {}", info.state_dir.display());
     println!("  workload controllers: {controllers}");
+    if let Some(node) = &info.real_node {
+        let imports = node
+            .imports
+            .iter()
+            .map(|(path, seconds)| format!("{} ({seconds:.1}s)", path.display()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "  real node:            {} ({}, pods in {}; Ready in {:.1}s; taint {}={}:NoSchedule)",
+            node.name,
+            node.internal_ip,
+            node.pod_subnet,
+            node.startup_seconds,
+            REAL_NODE_TAINT.0,
+            REAL_NODE_TAINT.1
+        );
+        println!("  imported images:      {imports}");
+    }
     println!(
         "  try:                  {}/kubectl --kubeconfig {} get nodes",
         info.bin_dir.display(),

@@ -1,0 +1,283 @@
+//! Watching the in-cluster install from outside, for tests/e2e/in_cluster.rs (the image in Docker) and
+//! tests/e2e/real_node.rs (the manifests as pods on the real node): building the image, who holds the
+//! lease, whether two writers ever acted at once (duplicate pods, the audit log), and a copy Deployment
+//! to reconcile meanwhile.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
+use mini_kcm_testkit::TestNamespace;
+
+use crate::{
+    TIMEOUT, check_every_state, controller_uid, is_active, pod_template, repo_path, selector,
+};
+
+/// The image deploy/image/build.sh builds (and saves to target/image/mini-kcm.tar).
+pub const IMAGE: &str = "mini-kcm:dev";
+/// Where deploy/image/build.sh saves the image.
+pub const IMAGE_ARCHIVE: &str = "target/image/mini-kcm.tar";
+
+/// Runs deploy/image/build.sh (panicking with its output when it fails); returns its size report lines.
+pub fn build_image() -> Vec<String> {
+    let build = std::process::Command::new("bash")
+        .arg(repo_path("deploy/image/build.sh"))
+        .output()
+        .unwrap();
+    let build_log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(
+        build.status.success(),
+        "deploy/image/build.sh failed:\n{build_log}"
+    );
+    build_log
+        .lines()
+        .filter(|l| {
+            l.starts_with("binary:") || l.starts_with("image:") || l.starts_with("archive:")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs the docker CLI; its standard output, or why it failed.
+pub fn docker(args: &[&str]) -> Result<String, String> {
+    let output = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// A plain HTTP/1.0 GET (a replica's metrics address): status code and body, or None while it does not
+/// answer.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split(' ').nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Who holds the lease, if anyone.
+pub fn holder(lease: Option<&Lease>) -> Option<String> {
+    lease?.spec.as_ref()?.holder_identity.clone()
+}
+
+/// A copy (minikcm.dev) Deployment of `replicas` pods, rolling one pod at a time.
+pub fn copy_deployment(name: &str, replicas: i32) -> DeploymentObject {
+    let mut d = DeploymentObject::new(
+        name,
+        &WorkloadKind::Deployment.api_resource(ApiFamily::Copies),
+        DeploymentSpec {
+            replicas: Some(replicas),
+            selector: selector(name),
+            template: pod_template(name),
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(1)),
+                    max_unavailable: Some(IntOrString::Int(1)),
+                }),
+            }),
+            ..Default::default()
+        },
+    );
+    d.status = None;
+    d
+}
+
+/// Waits until the Deployment's revision `revision` is complete: every replica updated and available.
+pub async fn wait_complete(
+    ns: &TestNamespace,
+    deployments: &Api<DeploymentObject>,
+    name: &str,
+    replicas: i32,
+    revision: &str,
+) {
+    ns.wait_for_with(
+        deployments,
+        WorkloadKind::Deployment.api_resource(ApiFamily::Copies),
+        name,
+        &format!("revision {revision} complete with {replicas} replicas"),
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                let s = d.status.clone().unwrap_or_default();
+                let rev = d
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("deployment.kubernetes.io/revision"));
+                rev.map(String::as_str) == Some(revision)
+                    && s.observed_generation == d.metadata.generation
+                    && s.updated_replicas == Some(replicas)
+                    && s.available_replicas == Some(replicas)
+                    && s.replicas == Some(replicas)
+            })
+        },
+    )
+    .await;
+}
+
+/// Records, on every watched state, how many active pods each ReplicaSet owns and the largest
+/// `spec.replicas` each ReplicaSet ever had. Two writers would show as a ReplicaSet owning more pods than
+/// it ever asked for.
+pub struct DuplicateWatch {
+    most_owned: Arc<Mutex<BTreeMap<String, usize>>>,
+    most_wanted: Arc<Mutex<BTreeMap<String, i32>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl DuplicateWatch {
+    pub async fn start(ns: &TestNamespace) -> Self {
+        let most_owned = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
+        let most_wanted = Arc::new(Mutex::new(BTreeMap::<String, i32>::new()));
+        let (pods, writer) = reflector::store();
+        let pod_watch = {
+            let most_owned = most_owned.clone();
+            let reader = pods.clone();
+            let stream = reflector(writer, watcher(ns.api::<Pod>(), watcher::Config::default()))
+                .default_backoff();
+            tokio::spawn(check_every_state(stream, move || {
+                let mut owned = BTreeMap::<String, usize>::new();
+                for pod in reader.state().iter().filter(|p| is_active(p)) {
+                    if let Some(uid) = controller_uid(pod) {
+                        *owned.entry(uid).or_default() += 1;
+                    }
+                }
+                let mut most = most_owned.lock().unwrap();
+                for (uid, count) in owned {
+                    let entry = most.entry(uid).or_default();
+                    *entry = (*entry).max(count);
+                }
+            }))
+        };
+        let rs_api: Api<ReplicaSetObject> = Api::namespaced_with(
+            ns.client.clone(),
+            &ns.name,
+            &WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies),
+        );
+        let writer =
+            reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies));
+        let replica_sets = writer.as_reader();
+        let rs_watch = {
+            let most_wanted = most_wanted.clone();
+            let reader = replica_sets.clone();
+            let stream =
+                reflector(writer, watcher(rs_api, watcher::Config::default())).default_backoff();
+            tokio::spawn(check_every_state(stream, move || {
+                let mut most = most_wanted.lock().unwrap();
+                for rs in reader.state() {
+                    let uid = rs.metadata.uid.clone().unwrap_or_default();
+                    let entry = most.entry(uid).or_default();
+                    *entry = (*entry).max(rs.spec.replicas.unwrap_or(1));
+                }
+            }))
+        };
+        pods.wait_until_ready().await.unwrap();
+        replica_sets.wait_until_ready().await.unwrap();
+        DuplicateWatch {
+            most_owned,
+            most_wanted,
+            tasks: vec![pod_watch, rs_watch],
+        }
+    }
+
+    pub fn assert_none(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let owned = self.most_owned.lock().unwrap().clone();
+        let wanted = self.most_wanted.lock().unwrap().clone();
+        assert!(
+            wanted.len() >= 2,
+            "expected the old and the new ReplicaSet, saw {wanted:?}"
+        );
+        for (uid, count) in &owned {
+            let allowed = wanted.get(uid).copied().unwrap_or(0);
+            assert!(
+                *count as i64 <= i64::from(allowed),
+                "ReplicaSet {uid} owned {count} active pods at once, its spec never asked for more than {allowed} (owned {owned:?}, wanted {wanted:?})"
+            );
+        }
+    }
+}
+
+/// A create, update, patch or delete by one of mini-kcm's controllers (leases excluded: taking and renewing
+/// the lease is how a replica becomes and stays the leader).
+#[derive(Debug)]
+#[allow(dead_code)] // read by the failure messages
+pub struct AuditedWrite {
+    pub user_agent: String,
+    pub verb: String,
+    pub resource: String,
+    pub name: String,
+    pub received: Timestamp,
+}
+
+/// Every write of a mini-kcm controller in the audit log.
+pub fn mini_kcm_writes(audit_log: &Path) -> Vec<AuditedWrite> {
+    let text = std::fs::read_to_string(audit_log)
+        .unwrap_or_else(|e| panic!("reading the audit log {}: {e}", audit_log.display()));
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["stage"] == "ResponseComplete")
+        .filter(|event| {
+            matches!(
+                event["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .filter(|event| event["objectRef"]["resource"] != "leases")
+        .filter_map(|event| {
+            let user_agent = event["userAgent"].as_str()?;
+            if !user_agent.starts_with("mini-kcm/") {
+                return None;
+            }
+            Some(AuditedWrite {
+                user_agent: user_agent.to_string(),
+                verb: event["verb"].as_str().unwrap_or_default().to_string(),
+                resource: format!(
+                    "{}/{}",
+                    event["objectRef"]["resource"].as_str().unwrap_or_default(),
+                    event["objectRef"]["subresource"]
+                        .as_str()
+                        .unwrap_or_default()
+                ),
+                name: event["objectRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                received: event["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,656 @@
+//! The real node of the local plane, and the in-cluster install proven on it as real pods:
+//! - `LocalPlane` with a real node: Ready, tainted and labelled, beside the simulated nodes; a second real
+//!   node on the same host is refused, a second plane without one starts and keeps working;
+//! - `kubectl apply -k deploy/in-cluster/overlays/local-plane` (the real manifests plus a toleration and a
+//!   node selector), with the image of deploy/image/build.sh imported into the node's containerd: both
+//!   replicas Running and Ready through their real probes, exactly one lease holder, a copy Deployment and
+//!   DaemonSet reconciled (their pods on the simulated nodes), `kubectl logs` in JSON without colour codes,
+//!   the metrics Service scraped by a pod on the real node, the leader pod deleted and the lease handed
+//!   over in time with no duplicate pod and no write of the old leader afterwards, and a rolling update
+//!   of mini-kcm's own Deployment while a copy Deployment keeps being reconciled;
+//! - stopping the plane leaves no process, mount, network namespace, link, cgroup or iptables rule.
+//!
+//! Needs root, containerd, runc, the CNI plug-ins (deploy/real-node/ensure-runtime.sh) and Docker (to
+//! build the image). Without them it fails where `MINI_KCM_REQUIRE_REAL_NODE` is set (.ci/run sets it,
+//! after installing them) and is skipped, saying why, elsewhere.
+
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use mini_kcm_e2e::in_cluster_kit::{
+    DuplicateWatch, IMAGE, IMAGE_ARCHIVE, build_image, copy_deployment, docker, holder, http_get,
+    mini_kcm_writes, wait_complete,
+};
+use mini_kcm_e2e::{TIMEOUT, kubectl, pod_template, repo_path, selector};
+use mini_kcm_local_plane::{
+    Binaries, LocalPlane, NODE_TOOLS_IMAGE, PlaneError, PlaneOptions, REAL_NODE_CGROUP_ROOT,
+    REAL_NODE_NAME, REAL_NODE_TAINT, RealNodeOptions, UpstreamWorkloadControllers, VersionSet,
+};
+use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
+use mini_kcm_testkit::{PlaneInfo, TestNamespace};
+use serde_json::json;
+
+const SYSTEM_NAMESPACE: &str = "mini-kcm-system";
+const LEASE: &str = "mini-kcm";
+const APP_LABEL: &str = "app.kubernetes.io/name=mini-kcm";
+/// The same image under another tag, for the rolling update of mini-kcm's own Deployment.
+const ROLLED_IMAGE: &str = "mini-kcm:rolled";
+const ROLLED_ARCHIVE: &str = "target/image/mini-kcm-rolled.tar";
+/// The defaults of `--leader-elect-lease-duration` (15 s) and `--leader-elect-retry-period` (2 s), plus
+/// the allowance for API calls that tests/e2e/in_cluster.rs measured on this machine (2 s).
+const TAKEOVER_BOUND: Duration = Duration::from_secs(15 + 2 + 2);
+/// Pods on the real node start real processes; image unpacking and probes take longer than on kwok.
+const POD_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind() {
+    if let Err(reason) = runtime_available() {
+        assert!(
+            std::env::var_os("MINI_KCM_REQUIRE_REAL_NODE").is_none(),
+            "the real node cannot run here, and MINI_KCM_REQUIRE_REAL_NODE asks for it: {reason}"
+        );
+        println!("SKIPPED: the real node cannot run here: {reason}");
+        return;
+    }
+    for line in build_image() {
+        println!("{line}");
+    }
+    docker(&["tag", IMAGE, ROLLED_IMAGE]).unwrap();
+    let rolled_archive = repo_path(ROLLED_ARCHIVE);
+    docker(&[
+        "save",
+        "--output",
+        &rolled_archive.to_string_lossy(),
+        ROLLED_IMAGE,
+    ])
+    .unwrap();
+
+    let before = HostState::capture();
+    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+        .await
+        .unwrap();
+    let mut options = PlaneOptions::new(binaries.clone());
+    options.nodes = 2;
+    // kube-controller-manager reconciles apps/v1 (mini-kcm's own Deployment), as in a real cluster;
+    // mini-kcm's pods reconcile the copies.
+    options.upstream_workload_controllers = UpstreamWorkloadControllers::Enabled;
+    options.real_node = Some(RealNodeOptions {
+        images: vec![repo_path(IMAGE_ARCHIVE), rolled_archive.clone()],
+    });
+    let started = Instant::now();
+    let plane = LocalPlane::start(options).await.unwrap();
+    let info: &'static PlaneInfo = Box::leak(Box::new(plane.info().clone()));
+    let node = info.real_node.clone().unwrap();
+    println!(
+        "plane with a real node ready in {:.1}s; the real node took {:.1}s (imports: {:?})",
+        started.elapsed().as_secs_f64(),
+        node.startup_seconds,
+        node.imports
+    );
+    println!("memory of the real node: {}", real_node_rss(&node.pids));
+
+    // A second real node on this host is refused; a second plane without one runs beside.
+    let mut second_options = PlaneOptions::new(binaries.clone());
+    second_options.nodes = 1;
+    second_options.real_node = Some(RealNodeOptions::default());
+    let refused = LocalPlane::start(second_options).await.unwrap_err();
+    assert!(
+        matches!(refused, PlaneError::RealNodeInUse { .. }),
+        "{refused}"
+    );
+    let mut beside_options = PlaneOptions::new(binaries);
+    beside_options.nodes = 1;
+    let mut beside = LocalPlane::start(beside_options).await.unwrap();
+
+    let ns = TestNamespace::create(info, "real-node").await;
+    let nodes: Api<Node> = Api::all(ns.client.clone());
+    let real = nodes.get(REAL_NODE_NAME).await.unwrap();
+    let (taint_key, taint_value) = REAL_NODE_TAINT;
+    assert!(
+        real.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts.iter().any(|t| t.key == taint_key
+                && t.value.as_deref() == Some(taint_value)
+                && t.effect == "NoSchedule")),
+        "the real node is not tainted: {:?}",
+        real.spec
+    );
+    assert_eq!(
+        real.labels().get(taint_key).map(String::as_str),
+        Some(taint_value)
+    );
+    let runtime = real
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|n| n.container_runtime_version.clone())
+        .unwrap_or_default();
+    assert!(runtime.starts_with("containerd://"), "runtime {runtime}");
+
+    // The install, as a user runs it.
+    let overlay = repo_path("deploy/in-cluster/overlays/local-plane");
+    kubectl(info, &["apply", "-k", &overlay.to_string_lossy()], None);
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let replicas = ns
+        .wait_for_list(
+            &pods,
+            watcher::Config::default().labels(APP_LABEL),
+            "both mini-kcm replicas Running and Ready on the real node",
+            POD_TIMEOUT,
+            |pods| {
+                pods.len() == 2
+                    && pods
+                        .iter()
+                        .all(|p| is_ready(p) && node_of(p) == REAL_NODE_NAME)
+            },
+        )
+        .await;
+    let names: Vec<String> = replicas.iter().map(|p| p.name_any()).collect();
+    println!("replicas: {names:?}");
+
+    // Exactly one leader: the lease names one replica, and only that one reports itself master.
+    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let lease = ns
+        .wait_for(&leases, LEASE, "a holder of the lease", TIMEOUT, |l| {
+            holder(l).is_some()
+        })
+        .await;
+    let first_holder = holder(lease.as_ref()).unwrap();
+    let leader = pod_of_identity(&replicas, &first_holder);
+    let mut statuses = Vec::new();
+    for pod in &replicas {
+        statuses.push((pod.name_any(), master_status(pod).await));
+    }
+    println!("lease holder {first_holder}; leader_election_master_status {statuses:?}");
+    for (name, status) in &statuses {
+        let expected = if *name == leader.name_any() { 1.0 } else { 0.0 };
+        assert_eq!(*status, expected, "{name}: master status {status}");
+    }
+
+    // `kubectl logs`: one JSON object per line, no colour codes.
+    let (logs, _) = kubectl(
+        info,
+        &["logs", "--namespace", SYSTEM_NAMESPACE, &leader.name_any()],
+        None,
+    );
+    assert!(
+        !logs.contains('\u{1b}'),
+        "colour codes in the logs:\n{logs}"
+    );
+    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "the leader logged nothing");
+    for line in &lines {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
+        assert!(
+            parsed.as_ref().is_ok_and(serde_json::Value::is_object),
+            "not a JSON object: {line}"
+        );
+    }
+
+    // The metrics Service, from inside the cluster: a pod on the real node scrapes it.
+    let services: Api<Service> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let cluster_ip = services
+        .get("mini-kcm-metrics")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .unwrap();
+    let scraped = run_on_real_node(
+        &ns,
+        "scrape-metrics",
+        &["/http-get", &format!("{cluster_ip}:10280"), "/metrics"],
+    )
+    .await;
+    assert!(
+        scraped.contains("leader_election_master_status"),
+        "the metrics Service answered:\n{scraped}"
+    );
+
+    // The copies are reconciled by the pods: a Deployment and a DaemonSet, their pods on kwok nodes.
+    let deployments: Api<DeploymentObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::Deployment.api_resource(ApiFamily::Copies),
+    );
+    deployments
+        .create(&PostParams::default(), &copy_deployment("web", 3))
+        .await
+        .unwrap();
+    wait_complete(&ns, &deployments, "web", 3, "1").await;
+    // In a namespace of its own: the duplicate watch below counts the pods of every controller in `ns`.
+    let ds_ns = TestNamespace::create(info, "real-node-ds").await;
+    let daemon_sets: Api<DynamicObject> = Api::namespaced_with(
+        ds_ns.client.clone(),
+        &ds_ns.name,
+        &WorkloadKind::DaemonSet.api_resource(ApiFamily::Copies),
+    );
+    let daemon_set = DynamicObject::new(
+        "agent",
+        &WorkloadKind::DaemonSet.api_resource(ApiFamily::Copies),
+    )
+    .data(json!({
+        "spec": {"selector": selector("agent"), "template": pod_template("agent")}
+    }));
+    daemon_sets
+        .create(&PostParams::default(), &daemon_set)
+        .await
+        .unwrap();
+    ds_ns
+        .wait_for_with(
+            &daemon_sets,
+            WorkloadKind::DaemonSet.api_resource(ApiFamily::Copies),
+            "agent",
+            "the DaemonSet copy ready on both simulated nodes (not on the tainted real node)",
+            TIMEOUT,
+            |d| {
+                d.is_some_and(|d| {
+                    let status = &d.data["status"];
+                    status["desiredNumberScheduled"] == 2 && status["numberReady"] == 2
+                })
+            },
+        )
+        .await;
+    let mut test_pods = ns
+        .api::<Pod>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    test_pods.extend(
+        ds_ns
+            .api::<Pod>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items,
+    );
+    for pod in test_pods {
+        assert!(
+            node_of(&pod).starts_with("kwok-node-"),
+            "{} runs on {}",
+            pod.name_any(),
+            node_of(&pod)
+        );
+    }
+
+    // The leader pod is deleted: the other replica takes over in time, and nothing is done twice.
+    let duplicates = DuplicateWatch::start(&ns).await;
+    let deleted = Instant::now();
+    let deleted_at = Timestamp::now();
+    pods.delete(&leader.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let lease = ns
+        .wait_for(
+            &leases,
+            LEASE,
+            "another replica holding the lease",
+            TAKEOVER_BOUND + TIMEOUT,
+            |l| holder(l).is_some_and(|h| h != first_holder),
+        )
+        .await
+        .unwrap();
+    let takeover = deleted.elapsed();
+    let second_holder = holder(Some(&lease)).unwrap();
+    let acquired = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.acquire_time.as_ref())
+        .map(|t| t.0)
+        .unwrap();
+    println!(
+        "takeover by {second_holder}: {:.1}s after the leader pod's deletion (bound {}s)",
+        takeover.as_secs_f64(),
+        TAKEOVER_BOUND.as_secs()
+    );
+    assert!(
+        takeover <= TAKEOVER_BOUND,
+        "the takeover took {takeover:?} (bound {TAKEOVER_BOUND:?})"
+    );
+    assert!(
+        acquired >= deleted_at,
+        "acquired {acquired} before the deletion"
+    );
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:after-handover"}
+            ]}}}})),
+        )
+        .await
+        .unwrap();
+    wait_complete(&ns, &deployments, "web", 3, "2").await;
+    duplicates.assert_none();
+    let late: Vec<_> = mini_kcm_writes(&info.audit_log())
+        .into_iter()
+        .filter(|w| w.user_agent.contains(&format!("({}_", leader.name_any())))
+        .filter(|w| w.received > acquired)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes of the old leader after the hand-over: {late:#?}"
+    );
+
+    // A rolling update of mini-kcm itself (another image tag), while a copy keeps being reconciled.
+    let system_deployments: Api<Deployment> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    system_deployments
+        .patch(
+            "mini-kcm",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "mini-kcm", "image": ROLLED_IMAGE}
+            ]}}}})),
+        )
+        .await
+        .unwrap();
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .unwrap();
+    wait_complete(&ns, &deployments, "web", 5, "2").await;
+    ns.wait_for(
+        &system_deployments,
+        "mini-kcm",
+        "mini-kcm's rolling update complete",
+        POD_TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                let status = d.status.clone().unwrap_or_default();
+                status.observed_generation == d.metadata.generation
+                    && status.updated_replicas == Some(2)
+                    && status.available_replicas == Some(2)
+                    && status.replicas == Some(2)
+            })
+        },
+    )
+    .await;
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "main", "image": "registry.k8s.io/pause:after-rollout"}
+            ]}}}})),
+        )
+        .await
+        .unwrap();
+    wait_complete(&ns, &deployments, "web", 5, "3").await;
+    let lease = leases.get(LEASE).await.unwrap();
+    let final_holder = holder(Some(&lease)).unwrap();
+    let rolled = pods
+        .list(&kube::api::ListParams::default().labels(APP_LABEL))
+        .await
+        .unwrap();
+    assert!(
+        rolled
+            .iter()
+            .any(|p| final_holder.starts_with(&format!("{}_", p.name_any()))
+                && p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].image.as_deref() == Some(ROLLED_IMAGE))),
+        "after the rollout the lease is held by {final_holder}, not by a pod of the new image"
+    );
+
+    // Teardown: nothing of the real node is left; the plane beside still works.
+    let leftovers = plane.stop().await;
+    assert!(leftovers.is_empty(), "teardown problems: {leftovers:?}");
+    let after = HostState::capture();
+    before.assert_same_as(&after);
+    beside.check_running().unwrap();
+    let beside_client = beside.client().await.unwrap();
+    let beside_nodes: Api<Node> = Api::all(beside_client);
+    assert_eq!(
+        beside_nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    beside.stop().await;
+    let _ = std::fs::remove_file(&rolled_archive);
+}
+
+/// Why the real node cannot run here, if it cannot.
+fn runtime_available() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(2) == Some("0"));
+    if !root {
+        return Err("not running as root".into());
+    }
+    for tool in ["containerd", "ctr", "runc", "iptables", "cc"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Err(format!(
+                "{tool} is missing (deploy/real-node/ensure-runtime.sh installs it)"
+            ));
+        }
+    }
+    if !Path::new("/usr/lib/cni/bridge").exists() {
+        return Err("the CNI plug-ins are missing (deploy/real-node/ensure-runtime.sh)".into());
+    }
+    docker(&["info", "--format", "{{.ServerVersion}}"])
+        .map(|_| ())
+        .map_err(|e| format!("no Docker daemon to build the image (docker info: {e})"))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn node_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// The pod whose name the lease identity (`$POD_NAME_<random>`) starts with.
+fn pod_of_identity<'a>(pods: &'a [Pod], identity: &str) -> &'a Pod {
+    pods.iter()
+        .find(|p| identity.starts_with(&format!("{}_", p.name_any())))
+        .unwrap_or_else(|| panic!("the lease holder {identity} is none of the replicas"))
+}
+
+/// `leader_election_master_status` of a replica, read from its pod address (the host reaches the pod
+/// network through the bridge).
+async fn master_status(pod: &Pod) -> f64 {
+    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+    let addr: SocketAddr = format!("{ip}:10280").parse().unwrap();
+    let (status, body) = http_get(addr, "/metrics")
+        .await
+        .unwrap_or_else(|| panic!("{}: /metrics does not answer on {addr}", pod.name_any()));
+    assert_eq!(status, 200);
+    let samples: Vec<f64> = body
+        .lines()
+        .filter(|l| l.starts_with("leader_election_master_status"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(samples.len(), 1, "{}: samples {samples:?}", pod.name_any());
+    samples[0]
+}
+
+/// Runs `command` in the node-tools image as a pod on the real node until it ends; returns its log.
+async fn run_on_real_node(ns: &TestNamespace, name: &str, command: &[&str]) -> String {
+    let (key, value) = REAL_NODE_TAINT;
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {key: value},
+            "tolerations": [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}],
+            "containers": [{
+                "name": "main",
+                "image": NODE_TOOLS_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": command,
+            }],
+        },
+    }))
+    .unwrap();
+    let pods: Api<Pod> = ns.api();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let done = ns
+        .wait_for(&pods, name, "the pod to finish", POD_TIMEOUT, |p| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
+        })
+        .await
+        .unwrap();
+    let (log, _) = kubectl(ns.plane, &["logs", "--namespace", &ns.name, name], None);
+    let phase = done.status.and_then(|s| s.phase).unwrap_or_default();
+    assert_eq!(phase, "Succeeded", "{name} failed; its log:\n{log}");
+    pods.delete(name, &DeleteParams::default()).await.unwrap();
+    log
+}
+
+/// Resident memory of the real node's components (containerd, kubelet, kube-proxy), from /proc.
+fn real_node_rss(pids: &std::collections::BTreeMap<String, u32>) -> String {
+    let mut total = 0u64;
+    let mut parts = Vec::new();
+    for (name, pid) in pids {
+        let kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            })
+            .unwrap_or(0);
+        total += kib;
+        parts.push(format!("{name} {} MiB", kib / 1024));
+    }
+    format!("{} MiB RSS ({})", total / 1024, parts.join(", "))
+}
+
+/// What a real node may leave on the host, captured before it starts and after it stops.
+#[derive(Debug, PartialEq, Eq)]
+struct HostState {
+    /// Processes of the real node: kubelet, kube-proxy, the sandboxes, anything naming a real-node path.
+    processes: BTreeSet<String>,
+    /// Mount points below any plane's real-node folder.
+    mounts: BTreeSet<String>,
+    /// Network namespaces by handle (`ip netns`) and network links.
+    netns: BTreeSet<String>,
+    links: BTreeSet<String>,
+    /// The pods' cgroups.
+    cgroups: BTreeSet<PathBuf>,
+    /// iptables and ip6tables rules and user chains.
+    iptables: BTreeSet<String>,
+}
+
+impl HostState {
+    fn capture() -> Self {
+        let processes = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| *pid != std::process::id())
+            .filter_map(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                let comm = comm.trim();
+                let ours = cmdline.contains("/real-node/")
+                    || ["kubelet", "kube-proxy", "pause", "http-get"].contains(&comm);
+                ours.then(|| format!("{pid} {cmdline}"))
+            })
+            .collect();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.contains("/real-node/"))
+            .map(str::to_string)
+            .collect();
+        let lines = |program: &str, args: &[&str]| -> BTreeSet<String> {
+            std::process::Command::new(program)
+                .args(args)
+                .output()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let links = lines("ip", &["-o", "link", "show"])
+            .into_iter()
+            .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
+            .collect();
+        let netns = lines("ip", &["netns", "list"]);
+        let cgroups = std::fs::read_dir("/sys/fs/cgroup")
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path().join(REAL_NODE_CGROUP_ROOT.trim_start_matches('/')))
+            .chain(std::iter::once(
+                Path::new("/sys/fs/cgroup").join(REAL_NODE_CGROUP_ROOT.trim_start_matches('/')),
+            ))
+            .filter(|p| p.exists())
+            .collect();
+        let iptables = ["iptables-save", "ip6tables-save"]
+            .iter()
+            .flat_map(|save| {
+                lines(save, &[])
+                    .into_iter()
+                    .filter(|l| {
+                        l.starts_with("-A ") || l.starts_with(":KUBE") || l.starts_with(":CNI")
+                    })
+                    .map(move |l| format!("{save}: {l}"))
+            })
+            .collect();
+        HostState {
+            processes,
+            mounts,
+            netns,
+            links,
+            cgroups,
+            iptables,
+        }
+    }
+
+    fn assert_same_as(&self, after: &HostState) {
+        assert_eq!(self.processes, after.processes, "processes left behind");
+        assert_eq!(self.mounts, after.mounts, "mounts left behind");
+        assert_eq!(self.netns, after.netns, "network namespaces left behind");
+        assert_eq!(self.links, after.links, "network links left behind");
+        assert_eq!(self.cgroups, after.cgroups, "cgroups left behind");
+        assert_eq!(self.iptables, after.iptables, "iptables rules left behind");
+    }
+}
