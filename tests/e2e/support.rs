@@ -456,3 +456,78 @@ pub async fn service_account_token(client: &kube::Client) -> String {
         .token
         .unwrap()
 }
+
+/// The mini-kcm binary of this test's target folder (`<target>/<profile>/mini-kcm`), built when it is
+/// missing or older than a source file. `cargo test --workspace` has just built it (for the mini-kcm
+/// package's own tests), so CI reuses it; a nested `cargo build -p mini-kcm` would resolve features for
+/// that package alone and recompile much of the dependency tree.
+pub fn mini_kcm_binary() -> std::path::PathBuf {
+    // This test runs from <target>/<profile>/deps/.
+    let profile_dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let binary = profile_dir.join("mini-kcm");
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+    if built.is_some_and(|built| newest_source().is_some_and(|source| source <= built)) {
+        return binary;
+    }
+    let mut build =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build
+        .args(["build", "-p", "mini-kcm", "--manifest-path"])
+        .arg(repo_path("Cargo.toml"));
+    if profile_dir
+        .file_name()
+        .is_some_and(|name| name == "release")
+    {
+        build.arg("--release");
+    }
+    // Build scripts (ring's, through cc) rerun when these differ from the last build, and cargo test
+    // sets them to this test package's values: without them the build matches a build from a shell.
+    for (key, _) in std::env::vars() {
+        if key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || ["CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "OUT_DIR"].contains(&key.as_str())
+        {
+            build.env_remove(key);
+        }
+    }
+    let status = build.status().unwrap();
+    assert!(status.success(), "cargo build -p mini-kcm failed");
+    assert!(binary.exists(), "no binary at {}", binary.display());
+    binary
+}
+
+/// The modification time of the newest file the binary is built from: the crates, the files of
+/// `deploy/` they include, and the lock file.
+fn newest_source() -> Option<std::time::SystemTime> {
+    fn walk(dir: &std::path::Path, newest: &mut Option<std::time::SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, newest);
+            } else if let Ok(modified) = entry.metadata().and_then(|m| m.modified()) {
+                *newest = (*newest).max(Some(modified));
+            }
+        }
+    }
+    let mut newest = std::fs::metadata(repo_path("Cargo.lock"))
+        .and_then(|m| m.modified())
+        .ok();
+    for dir in [
+        "crates",
+        "deploy/crds",
+        "deploy/control-plane",
+        "deploy/kwok",
+    ] {
+        walk(&repo_path(dir), &mut newest);
+    }
+    newest
+}

@@ -5,6 +5,8 @@
 //! - `mini-kcm run` runs the controllers against the current kubeconfig or in-cluster config.
 //! - `mini-kcm build-plane` only builds the control plane binaries (CI uses it to warm the cache).
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
+//! - `mini-kcm bench` runs mini-kcm and kube-controller-manager side by side on a local plane
+//!   (docs/performance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod duration;
@@ -52,6 +54,8 @@ enum Command {
     /// Manage the rollout of a Deployment or DaemonSet, apps/v1 or minikcm.dev copy, like
     /// `kubectl rollout`.
     Rollout(rollout::RolloutArgs),
+    /// Benchmark mini-kcm against kube-controller-manager on a local plane (docs/performance.md).
+    Bench(mini_kcm_bench::BenchArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
 }
@@ -72,6 +76,10 @@ async fn main() -> std::process::ExitCode {
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
+        Command::Bench(args) => mini_kcm_bench::run(args)
+            .await
+            .map(|_| ())
+            .map_err(Into::into),
         Command::Version => {
             println!("{}", mini_kcm_manager::VERSION);
             Ok(())

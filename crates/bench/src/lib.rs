@@ -1,0 +1,199 @@
+//! `mini-kcm bench`: mini-kcm and upstream's kube-controller-manager side by side on one local plane.
+//!
+//! One plane is started with no workload controllers. For each scenario and round, mini-kcm
+//! (`mini-kcm run --kinds apps`) and kube-controller-manager (only its deployment, replicaset and
+//! daemonset controllers) run one after the other with the same client limits, each in a fresh
+//! namespace with the other stopped. Reported per scenario and side: time from the create or update
+//! until the status says done, API requests per client from the audit log, CPU seconds, peak and
+//! steady RSS. Output: a table of medians and ratios on stdout, `bench.json` and one SVG plot per
+//! scenario (ready pods over time). See docs/performance.md.
+
+mod audit;
+mod error;
+mod report;
+mod run;
+mod scenario;
+mod side;
+mod stats;
+mod svg;
+mod usage;
+mod watch;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use clap::Args;
+use mini_kcm_local_plane::{
+    Binaries, LocalPlane, PlaneOptions, UpstreamWorkloadControllers, VersionSet,
+};
+
+pub use error::BenchError;
+pub use report::{Report, RunResult, ScenarioResult};
+pub use scenario::{Scenario, Size, Sizes};
+pub use side::{ClientLimits, Side};
+
+/// The command line of `mini-kcm bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Rounds per scenario; each round runs mini-kcm, then upstream.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: u32,
+    /// Which scenarios to run (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Scenario::ALL)]
+    pub scenarios: Vec<Scenario>,
+    /// `small`: seconds per run (CI smoke test); `full`: the sizes of docs/performance.md.
+    #[arg(long, value_enum, default_value_t = Size::Small)]
+    pub size: Size,
+    /// Where bench.json, the SVG plots, controller logs and kubeconfigs go.
+    #[arg(long, default_value = "target/bench")]
+    pub out: PathBuf,
+    /// Requests per second of each controller client, both sides (0: unthrottled). The steady
+    /// scenario always runs unthrottled.
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Burst of each controller client, both sides.
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// The mini-kcm binary to benchmark (default: this executable).
+    #[arg(long)]
+    pub mini_kcm_binary: Option<PathBuf>,
+}
+
+/// Runs the benchmark, prints progress on stderr and the table on stdout, writes the files.
+pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
+    if args.rounds == 0 || args.scenarios.is_empty() {
+        return Err(BenchError::NothingToRun);
+    }
+    let begun = Instant::now();
+    let load_average_start = load_average();
+    let sizes = Sizes::of(args.size);
+    let limits = if args.kube_api_qps <= 0.0 {
+        ClientLimits::UNTHROTTLED
+    } else {
+        ClientLimits {
+            qps: args.kube_api_qps,
+            burst: args.kube_api_burst,
+        }
+    };
+    let mini_kcm_binary = match args.mini_kcm_binary.clone() {
+        Some(path) => path,
+        None => std::env::current_exe()
+            .map_err(|e| BenchError::io("finding the mini-kcm executable", e))?,
+    };
+    let work_dir = args.out.join("runs");
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| BenchError::io(format!("creating {}", work_dir.display()), e))?;
+
+    eprintln!(
+        "bench: starting a plane with {} nodes and no workload controllers",
+        sizes.nodes
+    );
+    let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
+    let mut options = PlaneOptions::new(binaries);
+    options.nodes = sizes.nodes as usize;
+    options.upstream_workload_controllers = UpstreamWorkloadControllers::Disabled;
+    let plane = LocalPlane::start(options).await?;
+    let info = plane.info().clone();
+    eprintln!(
+        "bench: plane ready in {:.1}s ({})",
+        info.startup_seconds,
+        info.state_dir.display()
+    );
+    let audit = Arc::new(Mutex::new(
+        audit::AuditTail::open_at_end(&info.audit_log())
+            .map_err(|e| BenchError::io("opening the audit log", e))?,
+    ));
+    let follower = run::AuditFollower::start(audit.clone());
+    let ctx = run::Context {
+        client: plane.client().await?,
+        plane: info.clone(),
+        sizes: sizes.clone(),
+        mini_kcm_binary,
+        work_dir,
+        audit: audit.clone(),
+    };
+
+    let total_runs = args.scenarios.len() as u32 * args.rounds * 2;
+    let mut done_runs = 0u32;
+    let mut scenarios = Vec::new();
+    for &scenario in &args.scenarios {
+        let scenario_limits = if scenario.unthrottled() {
+            ClientLimits::UNTHROTTLED
+        } else {
+            limits
+        };
+        let mut runs = Vec::new();
+        for round in 1..=args.rounds {
+            for side in Side::BOTH {
+                done_runs += 1;
+                eprintln!(
+                    "bench: [{done_runs}/{total_runs}] {} round {round}/{}: {} ...",
+                    scenario.name(),
+                    args.rounds,
+                    side.name()
+                );
+                let result = run::run_side(&ctx, scenario, side, round, scenario_limits).await?;
+                eprintln!(
+                    "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s, peak RSS {:.0} MiB, steady RSS {:.0} MiB",
+                    result.startup_seconds,
+                    result.seconds_to_done,
+                    result.cpu_seconds,
+                    result.peak_rss_bytes as f64 / 1048576.0,
+                    result.steady_rss_bytes as f64 / 1048576.0
+                );
+                runs.push(result);
+            }
+        }
+        scenarios.push(ScenarioResult {
+            scenario,
+            description: scenario.describe(&sizes),
+            limits: scenario_limits,
+            runs,
+            summary: Vec::new(),
+        });
+    }
+    drop(follower);
+    {
+        let mut tail = ctx.audit.lock().map_err(|_| {
+            BenchError::io("reading the audit log", std::io::Error::other("poisoned"))
+        })?;
+        tail.drain()
+            .map_err(|e| BenchError::io("reading the audit log", e))?;
+        for scenario in &mut scenarios {
+            for run in &mut scenario.runs {
+                run::fill_requests(run, &tail);
+            }
+            scenario.summary = report::summarize(&scenario.runs);
+        }
+    }
+    plane.stop().await;
+
+    let report = Report {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        size: args.size,
+        sizes,
+        rounds: args.rounds,
+        limits,
+        kubernetes_version: info.kubernetes_version.clone(),
+        mini_kcm_version: env!("CARGO_PKG_VERSION").to_string(),
+        cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average_start,
+        load_average_end: load_average(),
+        plane_startup_seconds: info.startup_seconds,
+        total_seconds: begun.elapsed().as_secs_f64(),
+        scenarios,
+    };
+    let files = report::write_files(&report, &args.out)?;
+    print!("{}", report::table(&report));
+    for file in files {
+        eprintln!("bench: wrote {}", file.display());
+    }
+    Ok(report)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

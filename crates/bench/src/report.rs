@@ -1,0 +1,310 @@
+//! What a benchmark produced: per-run numbers, per-scenario medians and ratios, the table printed on
+//! stdout, the JSON file and the SVG plots.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::BenchError;
+use crate::audit::ClientRequests;
+use crate::scenario::{Scenario, Size, Sizes};
+use crate::side::{ClientLimits, Side};
+use crate::stats::{median, ratio};
+use crate::svg::{Series, step_chart};
+
+/// One side in one round of one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub side: Side,
+    pub round: u32,
+    pub namespace: String,
+    /// The impersonated user whose requests are counted.
+    pub user: String,
+    /// From starting the process until all three controllers have acted on the probe objects.
+    pub startup_seconds: f64,
+    /// From the create or update until the status says done.
+    pub seconds_to_done: f64,
+    /// User plus system CPU of the whole process life (start-up, scenario, settling).
+    pub cpu_seconds: f64,
+    /// CPU spent during the settle window after the scenario was done.
+    pub idle_cpu_seconds: f64,
+    pub settle_seconds: f64,
+    /// The kernel's high-water mark of the resident set (VmHWM).
+    pub peak_rss_bytes: u64,
+    /// The resident set at the end of the settle window.
+    pub steady_rss_bytes: u64,
+    /// All requests of the process, as counted in the audit log.
+    pub requests_total: u64,
+    /// create, update, patch, delete and deletecollection among them.
+    pub requests_writes: u64,
+    /// Client name to `"<verb> <resource>"` to count.
+    pub requests: ClientRequests,
+    /// (seconds since the create or update, Ready pods of the new revision).
+    pub ready_pods: Vec<(f64, f64)>,
+}
+
+/// The medians of one metric on both sides.
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricSummary {
+    pub metric: String,
+    pub mini_kcm: Option<f64>,
+    pub upstream: Option<f64>,
+    /// mini-kcm / upstream.
+    pub ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub scenario: Scenario,
+    pub description: String,
+    pub limits: ClientLimits,
+    pub runs: Vec<RunResult>,
+    pub summary: Vec<MetricSummary>,
+}
+
+/// The whole benchmark, as written to `bench.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub command: String,
+    pub size: Size,
+    pub sizes: Sizes,
+    pub rounds: u32,
+    pub limits: ClientLimits,
+    pub kubernetes_version: String,
+    pub mini_kcm_version: String,
+    pub cpus: usize,
+    /// /proc/loadavg when the benchmark started and ended: how busy the machine was otherwise.
+    pub load_average_start: String,
+    pub load_average_end: String,
+    pub plane_startup_seconds: f64,
+    pub total_seconds: f64,
+    pub scenarios: Vec<ScenarioResult>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// How a metric is read from a run.
+type ReadMetric = fn(&RunResult) -> f64;
+
+/// The metrics of the table: name and how to read it from a run.
+const METRICS: [(&str, ReadMetric); 7] = [
+    ("time to done (s)", |r| r.seconds_to_done),
+    ("controller CPU (s)", |r| r.cpu_seconds),
+    ("idle CPU in settle window (s)", |r| r.idle_cpu_seconds),
+    ("peak RSS (MiB)", |r| r.peak_rss_bytes as f64 / MIB),
+    ("steady RSS (MiB)", |r| r.steady_rss_bytes as f64 / MIB),
+    ("API requests", |r| r.requests_total as f64),
+    ("API writes", |r| r.requests_writes as f64),
+];
+
+/// Medians per side and their ratio, for every metric.
+pub fn summarize(runs: &[RunResult]) -> Vec<MetricSummary> {
+    METRICS
+        .iter()
+        .map(|(metric, read)| {
+            let of = |side: Side| {
+                let values: Vec<f64> = runs.iter().filter(|r| r.side == side).map(read).collect();
+                median(&values)
+            };
+            let (mini_kcm, upstream) = (of(Side::MiniKcm), of(Side::Upstream));
+            MetricSummary {
+                metric: metric.to_string(),
+                mini_kcm,
+                upstream,
+                ratio: ratio(mini_kcm, upstream),
+            }
+        })
+        .collect()
+}
+
+/// The table printed on stdout.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "mini-kcm bench: size {}, {} round(s), medians; ratio = mini-kcm / upstream",
+        size_name(report.size),
+        report.rounds
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>12} {:>12} {:>8}",
+        "", "mini-kcm", "upstream", "ratio"
+    );
+    for scenario in &report.scenarios {
+        let _ = writeln!(
+            out,
+            "{}: {} ({})",
+            scenario.scenario.name(),
+            scenario.description,
+            scenario.limits.describe()
+        );
+        for metric in &scenario.summary {
+            let _ = writeln!(
+                out,
+                "  {:<32} {:>12} {:>12} {:>8}",
+                metric.metric,
+                number(metric.mini_kcm, 2),
+                number(metric.upstream, 2),
+                number(metric.ratio, 2)
+            );
+        }
+    }
+    out
+}
+
+fn size_name(size: Size) -> &'static str {
+    match size {
+        Size::Small => "small",
+        Size::Full => "full",
+    }
+}
+
+fn number(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.decimals$}"),
+        None => "-".into(),
+    }
+}
+
+/// The plot of one scenario: ready pods over time, mini-kcm blue and upstream orange, rounds after the
+/// first dashed.
+pub fn plot(scenario: &ScenarioResult) -> String {
+    let series: Vec<Series> = scenario
+        .runs
+        .iter()
+        .map(|run| Series {
+            label: format!("{} r{}", run.side.name(), run.round),
+            color: match run.side {
+                Side::MiniKcm => "#1f77b4".into(),
+                Side::Upstream => "#ff7f0e".into(),
+            },
+            dashed: run.round > 1,
+            points: run.ready_pods.clone(),
+        })
+        .collect();
+    step_chart(
+        &format!(
+            "{}: {} ({})",
+            scenario.scenario.name(),
+            scenario.description,
+            scenario.limits.describe()
+        ),
+        "seconds since create/update",
+        "ready pods of the new revision",
+        &series,
+    )
+}
+
+/// Writes `bench.json` and one `<scenario>.svg` per scenario into `dir`; returns the paths.
+pub fn write_files(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| BenchError::io(format!("creating {}", dir.display()), e))?;
+    let mut written = Vec::new();
+    let json = serde_json::to_string_pretty(report)
+        .map_err(|e| BenchError::io("encoding the report", std::io::Error::other(e)))?;
+    let path = dir.join("bench.json");
+    std::fs::write(&path, json)
+        .map_err(|e| BenchError::io(format!("writing {}", path.display()), e))?;
+    written.push(path);
+    for scenario in &report.scenarios {
+        let path = dir.join(format!("{}.svg", scenario.scenario.name()));
+        std::fs::write(&path, plot(scenario))
+            .map_err(|e| BenchError::io(format!("writing {}", path.display()), e))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(side: Side, round: u32, seconds: f64, writes: u64) -> RunResult {
+        RunResult {
+            side,
+            round,
+            namespace: "ns".into(),
+            user: "u".into(),
+            startup_seconds: 1.0,
+            seconds_to_done: seconds,
+            cpu_seconds: 2.0,
+            idle_cpu_seconds: 0.1,
+            settle_seconds: 1.0,
+            peak_rss_bytes: 64 * 1024 * 1024,
+            steady_rss_bytes: 32 * 1024 * 1024,
+            requests_total: writes * 2,
+            requests_writes: writes,
+            requests: ClientRequests::new(),
+            ready_pods: vec![(0.0, 0.0), (seconds, 20.0)],
+        }
+    }
+
+    #[test]
+    fn summary_takes_medians_per_side_and_their_ratio() {
+        let runs = [
+            run(Side::MiniKcm, 1, 10.0, 100),
+            run(Side::Upstream, 1, 20.0, 50),
+            run(Side::MiniKcm, 2, 12.0, 120),
+            run(Side::Upstream, 2, 30.0, 70),
+            run(Side::MiniKcm, 3, 50.0, 110),
+            run(Side::Upstream, 3, 25.0, 60),
+        ];
+        let summary = summarize(&runs);
+        let time = &summary[0];
+        assert_eq!(time.mini_kcm, Some(12.0));
+        assert_eq!(time.upstream, Some(25.0));
+        assert_eq!(time.ratio, Some(12.0 / 25.0));
+        let writes = summary.iter().find(|m| m.metric == "API writes").unwrap();
+        assert_eq!(writes.ratio, Some(110.0 / 60.0));
+        let peak = summary
+            .iter()
+            .find(|m| m.metric == "peak RSS (MiB)")
+            .unwrap();
+        assert_eq!(peak.mini_kcm, Some(64.0));
+    }
+
+    #[test]
+    fn table_has_a_line_per_metric_and_dashes_for_missing_values() {
+        let runs = vec![run(Side::MiniKcm, 1, 1.5, 10)];
+        let report = Report {
+            command: "mini-kcm bench".into(),
+            size: Size::Small,
+            sizes: Sizes::of(Size::Small),
+            rounds: 1,
+            limits: ClientLimits {
+                qps: 20.0,
+                burst: 30,
+            },
+            kubernetes_version: "v1.36.3".into(),
+            mini_kcm_version: "0.1.0".into(),
+            cpus: 2,
+            load_average_start: String::new(),
+            load_average_end: String::new(),
+            plane_startup_seconds: 1.0,
+            total_seconds: 2.0,
+            scenarios: vec![ScenarioResult {
+                scenario: Scenario::ScaleUp,
+                description: "0→20 pods".into(),
+                limits: ClientLimits {
+                    qps: 20.0,
+                    burst: 30,
+                },
+                summary: summarize(&runs),
+                runs,
+            }],
+        };
+        let table = table(&report);
+        assert!(table.contains("scale-up: 0→20 pods (QPS 20/30)"), "{table}");
+        let time = table.lines().find(|l| l.contains("time to done")).unwrap();
+        assert!(
+            time.contains("1.50") && time.trim_end().ends_with('-'),
+            "{time}"
+        );
+        assert_eq!(table.lines().count(), 3 + METRICS.len());
+        let svg = plot(&report.scenarios[0]);
+        assert!(svg.contains("mini-kcm r1") && svg.contains("#1f77b4"));
+    }
+}

@@ -1,0 +1,542 @@
+//! One benchmark: a plane, then every scenario, round after round, mini-kcm then upstream, each in a
+//! fresh namespace with the other side stopped.
+//!
+//! A run: create the namespace, start the side's controller process, wait until all three controllers
+//! have acted on small probe objects (so start-up is not timed as scenario time), run the scenario
+//! (timed from the create or update until the status says done, while counting Ready pods of the new
+//! revision), let it settle, read CPU and memory, stop the process, delete the namespace and wait until
+//! it is gone (so the next run's informers do not cache leftovers).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+use mini_kcm_local_plane::{ManagedProcess, PlaneInfo};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::BenchError;
+use crate::audit::{AuditTail, BENCH_USER_PREFIX, totals};
+use crate::report::RunResult;
+use crate::scenario::{
+    REV_LABEL, ROLE_LABEL, ROLE_PROBE, ROLE_WORKLOAD, Scenario, Sizes, daemon_set, deployment,
+    new_revision_patch, replica_set,
+};
+use crate::side::{self, ClientLimits, Launch, Side};
+use crate::usage::{self, Sampler};
+use crate::watch::{ReadySeries, wait_all_done, wait_namespace_gone};
+
+/// Concurrent creates and patches of the benchmark's own client (it is not rate limited).
+const CLIENT_CONCURRENCY: usize = 16;
+
+/// Everything runs share.
+pub struct Context {
+    pub plane: PlaneInfo,
+    pub client: Client,
+    pub sizes: Sizes,
+    pub mini_kcm_binary: PathBuf,
+    pub work_dir: PathBuf,
+    pub audit: Arc<Mutex<AuditTail>>,
+}
+
+/// Follows the audit log on a thread of its own until dropped.
+pub struct AuditFollower {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AuditFollower {
+    pub fn start(audit: Arc<Mutex<AuditTail>>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                if let Ok(mut tail) = audit.lock()
+                    && let Err(e) = tail.drain()
+                {
+                    eprintln!("bench: reading the audit log: {e}");
+                }
+                // Polling a file: reading it once a second keeps the backlog small.
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        AuditFollower {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for AuditFollower {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The user whose requests are one run's.
+pub fn run_user(scenario: Scenario, side: Side, round: u32) -> String {
+    format!(
+        "{BENCH_USER_PREFIX}{}:{}:{round}",
+        scenario.name(),
+        side.name()
+    )
+}
+
+/// One side in one round. Request counts are filled in later (`fill_requests`), once the audit log has
+/// caught up.
+pub async fn run_side(
+    ctx: &Context,
+    scenario: Scenario,
+    side: Side,
+    round: u32,
+    limits: ClientLimits,
+) -> Result<RunResult, BenchError> {
+    let namespace = format!("bench-{}-{}-r{round}", scenario.name(), side.name());
+    let user = run_user(scenario, side, round);
+    let timeout = ctx.sizes.timeout;
+    create_namespace(&ctx.client, &namespace, timeout).await?;
+
+    let kubeconfig = ctx.work_dir.join(format!("{namespace}.kubeconfig"));
+    side::write_impersonating_kubeconfig(&ctx.plane, &user, &kubeconfig)?;
+    let launch = Launch {
+        mini_kcm_binary: ctx.mini_kcm_binary.clone(),
+        kubeconfig,
+        limits,
+        log: ctx.work_dir.join(format!("{namespace}.log")),
+    };
+    let started = Instant::now();
+    let mut process = side::start(side, &ctx.plane, &launch)?;
+    let pid = process.pid();
+    let sampler = Sampler::start(pid, Duration::from_millis(200));
+
+    let outcome = async {
+        wait_for_controllers(ctx, &namespace).await?;
+        let startup_seconds = started.elapsed().as_secs_f64();
+        let (seconds_to_done, ready_pods) = drive(ctx, scenario, &namespace).await?;
+        let at_done = usage::read(pid);
+        tokio::time::sleep(ctx.sizes.settle).await;
+        let settled = usage::read(pid);
+        Ok::<_, BenchError>((
+            startup_seconds,
+            seconds_to_done,
+            ready_pods,
+            at_done,
+            settled,
+        ))
+    }
+    .await;
+    let (startup_seconds, seconds_to_done, ready_pods, at_done, settled) = match outcome {
+        Ok(values) => values,
+        Err(error) => return Err(explain(error, &mut process, &launch)),
+    };
+    let (Some(at_done), Some(settled)) = (at_done, settled) else {
+        return Err(explain(
+            BenchError::Io {
+                context: format!("reading /proc/{pid}"),
+                source: std::io::Error::other("the process is gone"),
+            },
+            &mut process,
+            &launch,
+        ));
+    };
+    process.stop(Duration::from_secs(10)).await;
+    let sampled_peak = sampler.max_rss_bytes();
+    drop(sampler);
+
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await
+        .map_err(|e| BenchError::kube(format!("deleting namespace {namespace}"), e))?;
+    wait_namespace_gone(ctx.client.clone(), &namespace, timeout).await?;
+
+    Ok(RunResult {
+        side,
+        round,
+        namespace,
+        user,
+        startup_seconds,
+        seconds_to_done,
+        cpu_seconds: settled.cpu_seconds,
+        idle_cpu_seconds: (settled.cpu_seconds - at_done.cpu_seconds).max(0.0),
+        settle_seconds: ctx.sizes.settle.as_secs_f64(),
+        peak_rss_bytes: settled.peak_rss_bytes.max(sampled_peak),
+        steady_rss_bytes: settled.rss_bytes,
+        requests_total: 0,
+        requests_writes: 0,
+        requests: BTreeMap::new(),
+        ready_pods,
+    })
+}
+
+/// Adds the audit-log counts of the run's user.
+pub fn fill_requests(run: &mut RunResult, audit: &AuditTail) {
+    run.requests = audit.requests_of(&run.user);
+    let (total, writes) = totals(&run.requests);
+    run.requests_total = total;
+    run.requests_writes = writes;
+}
+
+/// A failed run's error, with the controller's log tail if it has exited.
+fn explain(error: BenchError, process: &mut ManagedProcess, launch: &Launch) -> BenchError {
+    match process.check_running() {
+        Err(exited) => BenchError::Plane(exited),
+        Ok(()) => BenchError::Run {
+            log: launch.log.clone(),
+            source: Box::new(error),
+        },
+    }
+}
+
+async fn create_namespace(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), BenchError> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = typed(json!({ "metadata": { "name": name } }))?;
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .map_err(|e| BenchError::kube(format!("creating namespace {name}"), e))?;
+    // Pods are rejected until the plane's service-account controller has made `default`.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), name);
+    wait_all_done(
+        accounts,
+        None,
+        1,
+        |_| true,
+        timeout,
+        "the default ServiceAccount",
+    )
+    .await
+}
+
+/// A Deployment with no pods (deployment and replicaset controllers) and a DaemonSet on no node
+/// (daemonset controller): each controller has synced its caches once it has written their status.
+async fn wait_for_controllers(ctx: &Context, namespace: &str) -> Result<(), BenchError> {
+    let probe = Some(format!("{ROLE_LABEL}={ROLE_PROBE}"));
+    create(ctx, namespace, deployment("probe", ROLE_PROBE, 0, 1)).await?;
+    create(
+        ctx,
+        namespace,
+        daemon_set(
+            "probe",
+            ROLE_PROBE,
+            Some(BTreeMap::from([("bench.minikcm.dev/none", "true")])),
+        ),
+    )
+    .await?;
+    let timeout = ctx.sizes.timeout;
+    let observed = |generation: Option<i64>, observed: Option<i64>| {
+        observed.is_some_and(|o| o >= generation.unwrap_or(1))
+    };
+    let (deployments, replica_sets, daemon_sets) = apis(ctx, namespace);
+    wait_all_done(
+        deployments,
+        probe.clone(),
+        1,
+        |d: &Deployment| {
+            observed(
+                d.metadata.generation,
+                d.status.as_ref().and_then(|s| s.observed_generation),
+            )
+        },
+        timeout,
+        "the deployment controller to start",
+    )
+    .await?;
+    wait_all_done(
+        replica_sets,
+        probe.clone(),
+        1,
+        |r: &ReplicaSet| {
+            observed(
+                r.metadata.generation,
+                r.status.as_ref().and_then(|s| s.observed_generation),
+            )
+        },
+        timeout,
+        "the replicaset controller to start",
+    )
+    .await?;
+    wait_all_done(
+        daemon_sets,
+        probe,
+        1,
+        |d: &DaemonSet| {
+            observed(
+                d.metadata.generation,
+                d.status.as_ref().and_then(|s| s.observed_generation),
+            )
+        },
+        timeout,
+        "the daemonset controller to start",
+    )
+    .await
+}
+
+fn apis(ctx: &Context, namespace: &str) -> (Api<Deployment>, Api<ReplicaSet>, Api<DaemonSet>) {
+    (
+        Api::namespaced(ctx.client.clone(), namespace),
+        Api::namespaced(ctx.client.clone(), namespace),
+        Api::namespaced(ctx.client.clone(), namespace),
+    )
+}
+
+/// The scenario itself: (seconds from the create or update until done, ready pods over time).
+async fn drive(
+    ctx: &Context,
+    scenario: Scenario,
+    namespace: &str,
+) -> Result<(f64, Vec<(f64, f64)>), BenchError> {
+    let sizes = &ctx.sizes;
+    let timeout = sizes.timeout;
+    let workloads = Some(format!("{ROLE_LABEL}={ROLE_WORKLOAD}"));
+    let (deployments, replica_sets, daemon_sets) = apis(ctx, namespace);
+    let series = |rev: u32| {
+        ReadySeries::start(
+            ctx.client.clone(),
+            namespace,
+            format!("{ROLE_LABEL}={ROLE_WORKLOAD},{REV_LABEL}={rev}"),
+            timeout,
+        )
+    };
+    let deployments_done = |count: u32| {
+        wait_all_done(
+            deployments.clone(),
+            workloads.clone(),
+            count as usize,
+            deployment_done,
+            timeout,
+            "the Deployments to complete",
+        )
+    };
+    let names = |prefix: &str, count: u32| -> Vec<String> {
+        (1..=count).map(|i| format!("{prefix}-{i}")).collect()
+    };
+    match scenario {
+        Scenario::ScaleUp => {
+            let ready = series(1).await?;
+            let origin = Instant::now();
+            create(
+                ctx,
+                namespace,
+                deployment("web", ROLE_WORKLOAD, sizes.pods, 1),
+            )
+            .await?;
+            deployments_done(1).await?;
+            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+        }
+        Scenario::RollingUpdate => {
+            create(
+                ctx,
+                namespace,
+                deployment("web", ROLE_WORKLOAD, sizes.pods, 1),
+            )
+            .await?;
+            deployments_done(1).await?;
+            let ready = series(2).await?;
+            let origin = Instant::now();
+            patch(&deployments, &["web".to_string()], new_revision_patch(2)).await?;
+            deployments_done(1).await?;
+            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+        }
+        Scenario::Daemonset => {
+            let ready = series(1).await?;
+            let origin = Instant::now();
+            create(ctx, namespace, daemon_set("agents", ROLE_WORKLOAD, None)).await?;
+            let nodes = sizes.nodes;
+            wait_all_done(
+                daemon_sets,
+                workloads,
+                1,
+                move |d: &DaemonSet| daemon_set_done(d, nodes),
+                timeout,
+                "the DaemonSet to be available on every node",
+            )
+            .await?;
+            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+        }
+        Scenario::Steady => {
+            let ready = series(1).await?;
+            let origin = Instant::now();
+            let objects = names("rs", sizes.steady_replica_sets)
+                .into_iter()
+                .map(|name| replica_set(&name, sizes.steady_pods_per_replica_set));
+            create_all(ctx, namespace, objects).await?;
+            wait_all_done(
+                replica_sets,
+                workloads,
+                sizes.steady_replica_sets as usize,
+                replica_set_done,
+                timeout,
+                "the ReplicaSets to be ready",
+            )
+            .await?;
+            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+        }
+        Scenario::ConcurrentRollouts => {
+            let apps = names("app", sizes.rollouts);
+            let objects = apps
+                .iter()
+                .map(|name| deployment(name, ROLE_WORKLOAD, sizes.pods_per_rollout, 1));
+            create_all(ctx, namespace, objects).await?;
+            deployments_done(sizes.rollouts).await?;
+            let ready = series(2).await?;
+            let origin = Instant::now();
+            patch(&deployments, &apps, new_revision_patch(2)).await?;
+            deployments_done(sizes.rollouts).await?;
+            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+        }
+    }
+}
+
+/// Complete as `kubectl rollout status` means it, and every replica available.
+pub fn deployment_done(d: &Deployment) -> bool {
+    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(status) = &d.status else {
+        return false;
+    };
+    status.observed_generation >= d.metadata.generation
+        && status.replicas.unwrap_or(0) == want
+        && status.updated_replicas.unwrap_or(0) == want
+        && status.ready_replicas.unwrap_or(0) == want
+        && status.available_replicas.unwrap_or(0) == want
+}
+
+pub fn replica_set_done(r: &ReplicaSet) -> bool {
+    let want = r.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let Some(status) = &r.status else {
+        return false;
+    };
+    status.observed_generation >= r.metadata.generation
+        && status.replicas == want
+        && status.ready_replicas.unwrap_or(0) == want
+        && status.available_replicas.unwrap_or(0) == want
+}
+
+/// Scheduled on all `nodes`, every pod updated and available.
+pub fn daemon_set_done(d: &DaemonSet, nodes: u32) -> bool {
+    let Some(status) = &d.status else {
+        return false;
+    };
+    let desired = status.desired_number_scheduled;
+    status.observed_generation >= d.metadata.generation
+        && i64::from(desired) == i64::from(nodes)
+        && status.updated_number_scheduled.unwrap_or(0) == desired
+        && status.number_available.unwrap_or(0) == desired
+        && status.number_ready == desired
+}
+
+fn typed<K: DeserializeOwned>(value: Value) -> Result<K, BenchError> {
+    serde_json::from_value(value)
+        .map_err(|e| BenchError::io("building an object", std::io::Error::other(e)))
+}
+
+/// Creates one apps/v1 object given as JSON.
+async fn create(ctx: &Context, namespace: &str, object: Value) -> Result<(), BenchError> {
+    let kind = object["kind"].as_str().unwrap_or_default().to_string();
+    let (deployments, replica_sets, daemon_sets) = apis(ctx, namespace);
+    match kind.as_str() {
+        "Deployment" => create_typed(&deployments, object).await,
+        "ReplicaSet" => create_typed(&replica_sets, object).await,
+        _ => create_typed(&daemon_sets, object).await,
+    }
+}
+
+async fn create_typed<K>(api: &Api<K>, object: Value) -> Result<(), BenchError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let object: K = typed(object)?;
+    api.create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| BenchError::kube("creating a workload", e))?;
+    Ok(())
+}
+
+async fn create_all(
+    ctx: &Context,
+    namespace: &str,
+    objects: impl Iterator<Item = Value>,
+) -> Result<(), BenchError> {
+    futures::stream::iter(objects.map(Ok))
+        .try_for_each_concurrent(CLIENT_CONCURRENCY, |object| create(ctx, namespace, object))
+        .await
+}
+
+async fn patch(api: &Api<Deployment>, names: &[String], body: Value) -> Result<(), BenchError> {
+    futures::stream::iter(names)
+        .map(|name| {
+            let body = body.clone();
+            async move {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| BenchError::kube(format!("patching Deployment {name}"), e))
+            }
+        })
+        .buffer_unordered(CLIENT_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deployment_is_done_when_its_status_matches_the_current_spec() {
+        let mut d: Deployment = typed(deployment("web", ROLE_WORKLOAD, 3, 1)).unwrap();
+        d.metadata.generation = Some(2);
+        assert!(!deployment_done(&d));
+        d.status = Some(
+            typed(json!({
+                "observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+                "readyReplicas": 3, "availableReplicas": 3
+            }))
+            .unwrap(),
+        );
+        assert!(deployment_done(&d));
+        // Old pods still around, or the new generation not yet seen: not done.
+        d.status.as_mut().unwrap().replicas = Some(4);
+        assert!(!deployment_done(&d));
+        d.status.as_mut().unwrap().replicas = Some(3);
+        d.metadata.generation = Some(3);
+        assert!(!deployment_done(&d));
+    }
+
+    #[test]
+    fn a_daemon_set_is_done_on_every_node() {
+        let mut d: DaemonSet = typed(daemon_set("agents", ROLE_WORKLOAD, None)).unwrap();
+        d.metadata.generation = Some(1);
+        d.status = Some(typed(json!({
+            "observedGeneration": 1, "desiredNumberScheduled": 5, "currentNumberScheduled": 5,
+            "numberMisscheduled": 0, "updatedNumberScheduled": 5, "numberAvailable": 5, "numberReady": 5
+        })).unwrap());
+        assert!(daemon_set_done(&d, 5));
+        assert!(!daemon_set_done(&d, 6));
+        d.status.as_mut().unwrap().number_available = Some(4);
+        assert!(!daemon_set_done(&d, 5));
+    }
+
+    #[test]
+    fn run_users_carry_the_bench_prefix() {
+        let user = run_user(Scenario::Steady, Side::Upstream, 2);
+        assert_eq!(user, "minikcm-bench:steady:upstream:2");
+    }
+}

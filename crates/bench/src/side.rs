@@ -1,0 +1,159 @@
+//! The two sides of the comparison and how each controller process is started.
+//!
+//! Both get the same client limits (`--kube-api-qps`, `--kube-api-burst`), no leader election, the
+//! default worker counts, and a kubeconfig of their own: the plane's admin kubeconfig plus an
+//! impersonated user for the run, so the audit log attributes their requests (see `audit`). Upstream's
+//! kube-controller-manager runs only the three controllers mini-kcm replaces and serves nothing
+//! (`--secure-port=0`): readiness is shown by the probe objects instead, the same way for both sides.
+
+use std::path::{Path, PathBuf};
+
+use mini_kcm_local_plane::{ManagedProcess, PlaneInfo, REPLACED_CONTROLLERS};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::BenchError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    MiniKcm,
+    Upstream,
+}
+
+impl Side {
+    /// A then B, in every round.
+    pub const BOTH: [Side; 2] = [Side::MiniKcm, Side::Upstream];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::MiniKcm => "mini-kcm",
+            Side::Upstream => "upstream",
+        }
+    }
+}
+
+/// The client limits both sides get. `None`: effectively unthrottled (client-go reads a QPS of 0 as
+/// its default of 5, so both sides get a limit far above what the plane can serve instead).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClientLimits {
+    pub qps: f32,
+    pub burst: u32,
+}
+
+impl ClientLimits {
+    pub const UNTHROTTLED: ClientLimits = ClientLimits {
+        qps: 100_000.0,
+        burst: 100_000,
+    };
+
+    pub fn describe(self) -> String {
+        if self == Self::UNTHROTTLED {
+            "unthrottled".into()
+        } else {
+            format!("QPS {}/{}", self.qps, self.burst)
+        }
+    }
+}
+
+/// Writes the plane's kubeconfig with every user impersonating `user` in `system:masters`.
+pub fn write_impersonating_kubeconfig(
+    plane: &PlaneInfo,
+    user: &str,
+    out: &Path,
+) -> Result<(), BenchError> {
+    let text = std::fs::read_to_string(&plane.kubeconfig)
+        .map_err(|e| BenchError::io(format!("reading {}", plane.kubeconfig.display()), e))?;
+    let mut config: Value = serde_norway::from_str(&text).map_err(|e| {
+        BenchError::io(
+            format!("parsing {}", plane.kubeconfig.display()),
+            std::io::Error::other(e),
+        )
+    })?;
+    impersonate(&mut config, user);
+    // JSON is YAML: both kube-rs and client-go read it.
+    let json = serde_json::to_string_pretty(&config)
+        .map_err(|e| BenchError::io("encoding a kubeconfig", std::io::Error::other(e)))?;
+    std::fs::write(out, json).map_err(|e| BenchError::io(format!("writing {}", out.display()), e))
+}
+
+fn impersonate(config: &mut Value, user: &str) {
+    if let Some(users) = config.get_mut("users").and_then(Value::as_array_mut) {
+        for entry in users {
+            if let Some(auth) = entry.get_mut("user").and_then(Value::as_object_mut) {
+                auth.insert("as".into(), json!(user));
+                auth.insert("as-groups".into(), json!(["system:masters"]));
+            }
+        }
+    }
+}
+
+/// What starting a side needs.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub mini_kcm_binary: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub limits: ClientLimits,
+    pub log: PathBuf,
+}
+
+/// The program and arguments of a side.
+pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<String>) {
+    let qps = format!("--kube-api-qps={}", launch.limits.qps);
+    let burst = format!("--kube-api-burst={}", launch.limits.burst);
+    let kubeconfig = format!("--kubeconfig={}", launch.kubeconfig.display());
+    match side {
+        Side::MiniKcm => (
+            launch.mini_kcm_binary.clone(),
+            vec![
+                "run".into(),
+                "--kinds=apps".into(),
+                kubeconfig,
+                qps,
+                burst,
+                "--leader-elect=false".into(),
+                // Any free port: readiness is shown by the probe objects.
+                "--metrics-addr=127.0.0.1:0".into(),
+            ],
+        ),
+        Side::Upstream => (
+            plane.bin_dir.join("kube-controller-manager"),
+            vec![
+                kubeconfig,
+                format!("--controllers={}", REPLACED_CONTROLLERS.join(",")),
+                qps,
+                burst,
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+            ],
+        ),
+    }
+}
+
+pub fn start(side: Side, plane: &PlaneInfo, launch: &Launch) -> Result<ManagedProcess, BenchError> {
+    let (program, args) = command(side, plane, launch);
+    Ok(ManagedProcess::spawn(
+        side.name(),
+        &program,
+        &args,
+        &[],
+        &launch.log,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impersonation_is_added_to_every_user() {
+        let mut config: Value = serde_norway::from_str(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    token: abc\n",
+        )
+        .unwrap();
+        impersonate(&mut config, "minikcm-bench:x");
+        assert_eq!(config["users"][0]["user"]["as"], "minikcm-bench:x");
+        assert_eq!(config["users"][0]["user"]["as-groups"][0], "system:masters");
+        assert_eq!(config["users"][0]["user"]["token"], "abc");
+    }
+}
