@@ -1,6 +1,7 @@
 //! The manager's HTTP endpoints, on `--metrics-addr`: `/metrics` (Prometheus text), `/healthz` and
 //! `/livez` (liveness: fails when this replica leads but its lease renewal is overdue), `/readyz`
-//! (readiness: the informer caches have synced).
+//! (readiness: the informer caches have synced), and the live view's data under `/debug/controllers`
+//! (`crate::live_view`).
 //!
 //! axum routes the requests; hyper serves the connections with keep-alive and a header-read timeout,
 //! so an idle or slow client cannot hold a connection task forever.
@@ -9,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use axum::Json;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -21,7 +23,11 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use mini_kcm_runtime::decisions::{Decision, DecisionFilter};
+use mini_kcm_runtime::inspect::ManagerView;
+
 use crate::leader_election::LeaderState;
+use crate::live_view::LiveView;
 
 /// How long a client may take to send a request's headers (also bounds an idle keep-alive connection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,6 +42,7 @@ pub(crate) struct Health {
     pub caches_synced: Arc<AtomicBool>,
     /// The election's state and lease duration, with leader election on.
     pub leader: Option<(watch::Receiver<LeaderState>, Duration)>,
+    pub live_view: LiveView,
 }
 
 pub(crate) async fn serve(listener: TcpListener, health: Health) {
@@ -45,6 +52,8 @@ pub(crate) async fn serve(listener: TcpListener, health: Health) {
         .route("/healthz", get(live))
         .route("/livez", get(live))
         .route("/readyz", get(ready))
+        .route("/debug/controllers/state", get(live_state))
+        .route("/debug/controllers/decisions", get(decisions))
         .with_state(health);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -73,6 +82,18 @@ async fn metrics(State(health): State<Health>) -> Response {
         Ok(()) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+async fn live_state(State(health): State<Health>) -> Json<ManagerView> {
+    Json(health.live_view.state())
+}
+
+/// `?controller=&family=&kind=&namespace=&name=&after=&limit=`, all optional; newest first.
+async fn decisions(
+    State(health): State<Health>,
+    Query(filter): Query<DecisionFilter>,
+) -> Json<Vec<Decision>> {
+    Json(health.live_view.decisions(&filter))
 }
 
 async fn live(State(health): State<Health>) -> (StatusCode, String) {
@@ -142,6 +163,7 @@ mod tests {
             registry,
             caches_synced: Arc::new(AtomicBool::new(synced)),
             leader: None,
+            live_view: LiveView::new(mini_kcm_runtime::decisions::DecisionLog::disabled()),
         }
     }
 

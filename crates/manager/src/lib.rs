@@ -7,6 +7,7 @@
 
 mod http;
 pub mod leader_election;
+mod live_view;
 mod options;
 mod version;
 
@@ -21,12 +22,14 @@ use mini_kcm_runtime::client::{
     ClientRateLimit, ControllerClientOptions, RestClientMetrics, WriteFence, controller_client,
 };
 use mini_kcm_runtime::controller::Controller;
+use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
+use live_view::{LiveView, Running};
 pub use options::{ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions};
 pub use version::VERSION;
 
@@ -76,6 +79,7 @@ struct BuildContext<'a> {
     client: kube::Client,
     options: &'a ManagerOptions,
     metrics: ControllerMetrics,
+    decisions: DecisionLog,
 }
 
 const CONTROLLERS: [ControllerDescriptor; 3] = [
@@ -105,6 +109,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
 fn build_replica_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
     let mut options = ReplicaSetOptions::new(family);
     options.workers = cx.options.concurrent_replicaset_syncs;
+    options.decisions = cx.decisions;
     Arc::new(ReplicaSetController::new(
         cx.informers,
         cx.client,
@@ -116,6 +121,7 @@ fn build_replica_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<
 fn build_deployment_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
     let mut options = DeploymentOptions::new(family);
     options.workers = cx.options.concurrent_deployment_syncs;
+    options.decisions = cx.decisions;
     options.max_retry_delay = cx.options.deployment_max_retry_delay;
     Arc::new(DeploymentController::new(
         cx.informers,
@@ -128,6 +134,7 @@ fn build_deployment_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<d
 fn build_daemon_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
     let mut options = DaemonSetOptions::new(family);
     options.workers = cx.options.concurrent_daemonset_syncs;
+    options.decisions = cx.decisions;
     Arc::new(DaemonSetController::new(
         cx.informers,
         cx.client,
@@ -182,6 +189,12 @@ pub async fn run(
     };
     let queue_metrics = WorkQueueMetrics::new(&registry)?;
     let ready = Arc::new(AtomicBool::new(false));
+    let decisions = if options.decision_log {
+        DecisionLog::new(DecisionLimits::default())
+    } else {
+        DecisionLog::disabled()
+    };
+    let live_view = LiveView::new(decisions.clone());
     if let (Some(elector), Some(election)) = (&elector, &options.leader_election) {
         leader_metric(&registry, &election.lease_name, elector.subscribe())?;
     }
@@ -189,7 +202,7 @@ pub async fn run(
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ManagerError::MetricsServer { addr, source })?;
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers");
         let health = http::Health {
             registry: registry.clone(),
             caches_synced: ready.clone(),
@@ -197,6 +210,7 @@ pub async fn run(
                 .as_ref()
                 .zip(options.leader_election.as_ref())
                 .map(|(e, c)| (e.subscribe(), c.lease_duration)),
+            live_view: live_view.clone(),
         };
         tokio::spawn(http::serve(listener, health));
     }
@@ -217,6 +231,7 @@ pub async fn run(
                 client: client.clone(),
                 options: &options,
                 metrics: metrics.clone(),
+                decisions: decisions.clone(),
             };
             controllers.push((descriptor.build)(context, *family));
         }
@@ -226,6 +241,10 @@ pub async fn run(
         namespace = options.namespace.as_deref().unwrap_or("<all>"),
         "waiting for the informer caches to sync"
     );
+    live_view.attach(Running {
+        controllers: controllers.clone(),
+        informers: informers.clone(),
+    });
     informers.start().await;
     ready.store(true, Ordering::Release);
     tracing::info!("caches synced");

@@ -77,6 +77,8 @@ pub struct ManagerOptions {
     /// The Deployment controller's longest delay between retries of a failing key (client-go: 1000 s).
     /// Not a flag: tests lower it to reach the 15-failure drop quickly.
     pub deployment_max_retry_delay: Duration,
+    /// Syncs file their decisions for `/debug/controllers` and `mini-kcm explain` (`--decision-log`).
+    pub decision_log: bool,
 }
 
 /// kube-controller-manager's default `--min-resync-period`.
@@ -98,6 +100,7 @@ impl Default for ManagerOptions {
             leader_election: None,
             min_resync_period: DEFAULT_MIN_RESYNC_PERIOD,
             deployment_max_retry_delay: Duration::from_secs(1000),
+            decision_log: true,
         }
     }
 }

@@ -53,6 +53,10 @@ pub struct RunArgs {
     /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
     #[arg(long, default_value = "12h", value_parser = crate::duration::parse_go_duration)]
     min_resync_period: std::time::Duration,
+    /// Keep each sync's decision (what it saw, decided and why) for /debug/controllers and `mini-kcm
+    /// explain`; bounded memory (see docs/live-view.md).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    decision_log: bool,
     /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: bool,
@@ -90,6 +94,7 @@ impl RunArgs {
             kube_api_burst: self.kube_api_burst,
             metrics_addr: Some(self.metrics_addr),
             min_resync_period: self.min_resync_period,
+            decision_log: self.decision_log,
             leader_election: None,
             ..Default::default()
         };

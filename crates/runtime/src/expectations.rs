@@ -26,6 +26,12 @@ pub struct ExpectedCounts {
     pub del: i64,
 }
 
+/// Every owner's outstanding counts and how long ago they were set (see `crate::inspect`).
+#[derive(Debug, Clone, Default)]
+pub struct ExpectationsSnapshot {
+    pub records: Vec<(ObjectKey, ExpectedCounts, Duration)>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Record {
     counts: ExpectedCounts,
@@ -157,6 +163,16 @@ impl ControllerExpectations {
         lock(&self.records).remove(key);
     }
 
+    /// Every record with its age, for people watching (the live view).
+    pub fn snapshot(&self) -> ExpectationsSnapshot {
+        ExpectationsSnapshot {
+            records: lock(&self.records)
+                .iter()
+                .map(|(key, r)| (key.clone(), r.counts, r.set_at.elapsed()))
+                .collect(),
+        }
+    }
+
     fn adjust(&self, key: &ObjectKey, add: i64, del: i64, what: &str) {
         let mut records = lock(&self.records);
         if let Some(record) = records.get_mut(key) {
@@ -246,6 +262,11 @@ impl UidTrackingExpectations {
         let mut pending = lock(&self.pending_deletions);
         self.counts.delete_expectations(key);
         pending.remove(key);
+    }
+
+    /// See [`ControllerExpectations::snapshot`].
+    pub fn snapshot(&self) -> ExpectationsSnapshot {
+        self.counts.snapshot()
     }
 
     /// A copy of the pod keys still expected to be deleted, if the owner has a pending set.

@@ -10,15 +10,18 @@
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
-use std::fmt::{Debug, Display};
+use std::fmt::Display;
 use std::future::Future;
-use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use futures::FutureExt;
 use mini_kcm_workqueue::WorkQueue;
 use tracing::Instrument;
+
+use crate::controller::ObjectKey;
+use crate::decisions::{DecidedBy, DecisionLog};
+use crate::inspect::SyncStats;
 
 /// An error a sync returns. `is_expected` marks routine retries (e.g. the cache has not caught up with
 /// our own writes yet), logged at debug rather than warn.
@@ -83,76 +86,96 @@ struct CaughtPanic {
     backtrace: Option<Backtrace>,
 }
 
-/// Runs `workers` concurrent workers over `queue` until it is shut down and drained. The queue guarantees
-/// one key is never synced by two workers at once. With `max_retries`, a key that failed that many
-/// times in a row is dropped until its next event (the Deployment controller's rule; the informers'
-/// periodic resync brings it back); otherwise failures are retried forever with backoff (ReplicaSet,
-/// DaemonSet). A panicking sync counts as a failure (see the module header).
-pub async fn run_workers<K, F, Fut, E>(
-    controller: &'static str,
-    queue: WorkQueue<K>,
-    workers: usize,
-    max_retries: Option<usize>,
-    panics: SyncPanics,
-    sync: F,
-) where
-    K: Clone + Eq + Hash + Debug + Display + Send + Sync + 'static,
-    F: Fn(K) -> Fut + Clone + Send + Sync + 'static,
+/// What a pool of workers serves and reports to.
+pub struct Workers {
+    /// The controller instance (its name labels logs and decisions).
+    pub by: DecidedBy,
+    pub queue: WorkQueue<ObjectKey>,
+    /// How many keys are synced at once.
+    pub count: usize,
+    /// With `Some(n)`, a key that failed `n` times in a row is dropped until its next event (the
+    /// Deployment controller's rule; the informers' periodic resync brings it back); otherwise failures
+    /// are retried forever with backoff (ReplicaSet, DaemonSet).
+    pub max_retries: Option<usize>,
+    pub panics: SyncPanics,
+    /// Sync counts for the live view.
+    pub stats: SyncStats,
+    /// Where each sync's decision is filed (see `crate::decisions`).
+    pub decisions: DecisionLog,
+}
+
+/// Runs the workers until the queue is shut down and drained. The queue guarantees one key is never
+/// synced by two workers at once. A panicking sync counts as a failure (see the module header).
+pub async fn run_workers<F, Fut, E>(workers: Workers, sync: F)
+where
+    F: Fn(ObjectKey) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: SyncFailure + Send + 'static,
 {
     install_panic_recorder();
+    let workers = Arc::new(workers);
     // A JoinSet aborts the workers if this future is dropped: a controller that is cancelled stops all of
     // its work, as a dying process would.
     let mut handles = tokio::task::JoinSet::new();
-    for _ in 0..workers.max(1) {
-        let queue = queue.clone();
+    for _ in 0..workers.count.max(1) {
+        let w = workers.clone();
         let sync = sync.clone();
-        let panics = panics.clone();
         handles.spawn(async move {
-            while let Some(key) = queue.get().await {
+            while let Some(key) = w.queue.get().await {
+                let controller = w.by.controller;
                 let span = tracing::info_span!("sync", controller, key = %key);
+                let draft = w.decisions.start(w.by, &key);
+                let run = sync(key.clone()).instrument(span.clone());
+                let run = async {
+                    match &draft {
+                        Some(draft) => draft.scope(run).await,
+                        None => run.await,
+                    }
+                };
                 // The sync future is dropped right after a panic and nothing it touched is read
                 // afterwards except through locks that tolerate poisoning: unwinding through it is safe.
-                let outcome = match AssertUnwindSafe(sync(key.clone()).instrument(span.clone()))
-                    .catch_unwind()
-                    .await
-                {
+                let outcome = match AssertUnwindSafe(run).catch_unwind().await {
                     Ok(Ok(())) => Outcome::Synced,
                     Ok(Err(e)) => Outcome::Failed(e),
                     Err(payload) => Outcome::Panicked(caught(payload.as_ref())),
                 };
-                span.in_scope(|| handle_outcome(&queue, &key, outcome, max_retries, &panics));
-                queue.done(&key);
+                let failure = span
+                    .in_scope(|| handle_outcome(&w.queue, &key, outcome, w.max_retries, &w.panics));
+                w.stats.record(failure.is_some());
+                if let Some(draft) = draft {
+                    w.decisions.file(draft, failure);
+                }
+                w.queue.done(&key);
             }
         });
     }
     while let Some(result) = handles.join_next().await {
         if let Err(e) = result {
             // Only reachable if the bookkeeping itself panics (or the task is cancelled).
-            tracing::error!(controller, error = %e, "a worker stopped unexpectedly");
+            tracing::error!(controller = workers.by.controller, error = %e, "a worker stopped unexpectedly");
         }
     }
 }
 
-/// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does).
-fn handle_outcome<K: Clone + Eq + Hash + Debug + Send + Sync + 'static, E: SyncFailure>(
-    queue: &WorkQueue<K>,
-    key: &K,
+/// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does). Returns the
+/// failure, if the sync failed (a failure that forgets the key at once is not one: nothing is wrong).
+fn handle_outcome<E: SyncFailure>(
+    queue: &WorkQueue<ObjectKey>,
+    key: &ObjectKey,
     outcome: Outcome<E>,
     max_retries: Option<usize>,
     panics: &SyncPanics,
-) {
+) -> Option<String> {
     let retries = queue.num_requeues(key);
     let error = match outcome {
         Outcome::Synced => {
             queue.forget(key);
-            return;
+            return None;
         }
         Outcome::Failed(e) if e.forgets_the_key() => {
             tracing::debug!(error = %e, "sync failed for good; forgetting the key");
             queue.forget(key);
-            return;
+            return None;
         }
         Outcome::Failed(e) => {
             if e.is_expected() {
@@ -184,6 +207,7 @@ fn handle_outcome<K: Clone + Eq + Hash + Debug + Send + Sync + 'static, E: SyncF
     } else {
         queue.add_rate_limited(key.clone());
     }
+    Some(error)
 }
 
 thread_local! {
@@ -248,6 +272,26 @@ mod tests {
 
     /// Waits (on paused time, so instantly) until `synced` holds `key`, or fails after an hour of
     /// virtual time.
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("ns", name)
+    }
+
+    fn workers(queue: &WorkQueue<ObjectKey>, panics: &SyncPanics, log: &DecisionLog) -> Workers {
+        Workers {
+            by: DecidedBy {
+                controller: "test",
+                family: "apps",
+                kind: "ReplicaSet",
+            },
+            queue: queue.clone(),
+            count: 1,
+            max_retries: Some(15),
+            panics: panics.clone(),
+            stats: SyncStats::default(),
+            decisions: log.clone(),
+        }
+    }
+
     async fn wait_synced(synced: &Arc<Mutex<Vec<String>>>, key: &str) {
         tokio::time::timeout(Duration::from_secs(3600), async {
             while !synced.lock().unwrap().iter().any(|k| k == key) {
@@ -260,18 +304,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_panicking_sync_is_retried_and_the_worker_survives() {
-        let queue: WorkQueue<String> =
+        let queue: WorkQueue<ObjectKey> =
             WorkQueue::new("test", default_controller_rate_limiter(), None);
+        let log = DecisionLog::new(Default::default());
         let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let synced: Arc<Mutex<Vec<String>>> = Arc::default();
         let panics = SyncPanics::unregistered();
         let sync = {
             let calls = calls.clone();
             let synced = synced.clone();
-            move |key: String| {
+            move |key: ObjectKey| {
                 let calls = calls.clone();
                 let synced = synced.clone();
                 async move {
+                    let key = key.to_string();
                     let n = {
                         let mut calls = calls.lock().unwrap();
                         let n = calls.entry(key.clone()).or_default();
@@ -280,6 +326,7 @@ mod tests {
                     };
                     tokio::task::yield_now().await;
                     if key == "ns/flaky" && n == 1 {
+                        crate::decisions::plan("about to blow up");
                         panic!("first sync of {key} blows up");
                     }
                     synced.lock().unwrap().push(key);
@@ -288,16 +335,9 @@ mod tests {
             }
         };
         // One worker: if the panic killed it, nothing would ever be synced again.
-        let workers = tokio::spawn(run_workers(
-            "test",
-            queue.clone(),
-            1,
-            Some(15),
-            panics.clone(),
-            sync,
-        ));
+        let workers = tokio::spawn(run_workers(workers(&queue, &panics, &log), sync));
 
-        queue.add("ns/flaky".to_string());
+        queue.add(key("flaky"));
         wait_synced(&synced, "ns/flaky").await;
         assert_eq!(
             calls.lock().unwrap()["ns/flaky"],
@@ -306,12 +346,12 @@ mod tests {
         );
         assert_eq!(panics.get(), 1);
         // The retry succeeded, so the backoff was reset.
-        assert_eq!(queue.num_requeues(&"ns/flaky".to_string()), 0);
+        assert_eq!(queue.num_requeues(&key("flaky")), 0);
 
         // The same worker keeps serving other keys, and the panicked key is not stuck "processing".
-        queue.add("ns/other".to_string());
+        queue.add(key("other"));
         wait_synced(&synced, "ns/other").await;
-        queue.add("ns/flaky".to_string());
+        queue.add(key("flaky"));
         tokio::time::timeout(Duration::from_secs(3600), async {
             while calls.lock().unwrap()["ns/flaky"] < 3 {
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -321,6 +361,14 @@ mod tests {
         .expect("the key that panicked can be synced again");
         assert_eq!(panics.get(), 1);
         assert!(!workers.is_finished(), "the worker pool is still running");
+        // The panicked sync's decision was filed with its failure.
+        let filed = log.recent(&Default::default());
+        assert_eq!(filed.len(), 1, "{filed:?}");
+        assert_eq!(filed[0].plan, ["about to blow up"]);
+        assert!(
+            matches!(&filed[0].outcome, crate::decisions::Outcome::Failed { error } if error.contains("blows up")),
+            "{filed:?}"
+        );
 
         queue.shut_down();
         workers.await.unwrap();
@@ -341,10 +389,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failure_that_forgets_the_key_is_not_retried() {
-        let queue: WorkQueue<String> =
+        let queue: WorkQueue<ObjectKey> =
             WorkQueue::new("forget", default_controller_rate_limiter(), None);
         let panics = SyncPanics::unregistered();
-        queue.add("ns/web".to_string());
+        queue.add(key("web"));
         let key = queue.get().await.unwrap();
         handle_outcome(
             &queue,

@@ -63,6 +63,17 @@ impl<K: Eq + Hash + Clone> Waiting<K> {
         self.by_time.first_key_value().map(|(&(t, _), _)| t)
     }
 
+    /// The first `limit` waiting keys in ready order, with their ready times, and how many wait in all.
+    pub(crate) fn earliest(&self, limit: usize) -> (Vec<(K, Instant)>, usize) {
+        let first = self
+            .by_time
+            .iter()
+            .take(limit)
+            .map(|(&(t, _), key)| (key.clone(), t))
+            .collect();
+        (first, self.by_key.len())
+    }
+
     /// Drops everything (used at shutdown: delayed keys would be refused anyway).
     pub(crate) fn clear(&mut self) {
         self.by_time.clear();

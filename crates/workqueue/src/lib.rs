@@ -18,7 +18,7 @@ mod queue;
 mod rate_limiter;
 
 pub use metrics::WorkQueueMetrics;
-pub use queue::WorkQueue;
+pub use queue::{QueueSnapshot, WaitingKey, WorkQueue};
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
     controller_rate_limiter, default_controller_rate_limiter,

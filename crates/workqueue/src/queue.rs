@@ -94,6 +94,31 @@ impl<K> Drop for Inner<K> {
     }
 }
 
+/// A moment's view of a queue (see [`WorkQueue::snapshot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSnapshot<K> {
+    /// Keys ready to hand out, in order.
+    pub queued: Vec<K>,
+    pub queued_count: usize,
+    /// Keys a worker is syncing now.
+    pub processing: Vec<K>,
+    pub processing_count: usize,
+    /// Keys waiting for a delay (a backoff after a failure, or a requested recheck), earliest first.
+    pub waiting: Vec<WaitingKey<K>>,
+    pub waiting_count: usize,
+    pub shutting_down: bool,
+}
+
+/// A key waiting in the delaying part of the queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingKey<K> {
+    pub key: K,
+    /// Failures the rate limiter counts for this key (0: a plain delay, not a backoff).
+    pub retries: usize,
+    /// How long until it is handed out again.
+    pub ready_in: Duration,
+}
+
 struct State<K> {
     /// Keys ready to hand out, in order. Invariant: every key here is in `dirty` and not in
     /// `processing`, and appears only once.
@@ -315,6 +340,32 @@ where
         }
     }
 
+    /// What the queue holds right now, for people watching it (the manager's live view): at most
+    /// `limit` keys of each list, with the full counts. Taken under the queue's lock in one go, so the
+    /// lists are consistent with each other; it is stale as soon as it returns.
+    pub fn snapshot(&self, limit: usize) -> QueueSnapshot<K> {
+        let now = Instant::now();
+        let state = self.inner.lock();
+        let (earliest, waiting_count) = state.waiting.earliest(limit);
+        let waiting = earliest
+            .into_iter()
+            .map(|(key, ready_at)| WaitingKey {
+                retries: self.inner.rate_limiter.num_requeues(&key),
+                ready_in: ready_at.saturating_duration_since(now),
+                key,
+            })
+            .collect();
+        QueueSnapshot {
+            queued: state.queue.iter().take(limit).cloned().collect(),
+            queued_count: state.queue.len(),
+            processing: state.processing.iter().take(limit).cloned().collect(),
+            processing_count: state.processing.len(),
+            waiting,
+            waiting_count,
+            shutting_down: state.shutting_down,
+        }
+    }
+
     /// Whether a shutdown has been requested.
     pub fn shutting_down(&self) -> bool {
         self.inner.lock().shutting_down
@@ -476,6 +527,43 @@ mod tests {
         assert!(q.is_empty());
         assert!(!q.shutting_down());
         assert_eq!(q.name(), "test");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_snapshot_shows_queued_processing_and_backing_off_keys() {
+        let q = queue::<&str>();
+        q.add("a");
+        q.add("b");
+        q.add("c");
+        assert_eq!(q.get().await, Some("a"));
+        q.add_rate_limited("d"); // first failure: 5 ms
+        q.add_rate_limited("d"); // second: 10 ms, but the earlier ready time stays
+        q.add_after("e", ms(2000));
+        let snap = q.snapshot(1);
+        assert_eq!(snap.queued, ["b"], "capped at the limit");
+        assert_eq!(snap.queued_count, 2);
+        assert_eq!(snap.processing, ["a"]);
+        assert_eq!(snap.processing_count, 1);
+        assert_eq!(snap.waiting_count, 2);
+        assert_eq!(
+            snap.waiting,
+            [WaitingKey {
+                key: "d",
+                retries: 2,
+                ready_in: ms(5)
+            }]
+        );
+        tokio::time::advance(ms(1000)).await;
+        let snap = q.snapshot(10);
+        assert_eq!(
+            snap.waiting,
+            [WaitingKey {
+                key: "e",
+                retries: 0,
+                ready_in: ms(1000)
+            }]
+        );
+        assert_eq!(snap.queued, ["b", "c", "d"]);
     }
 
     #[tokio::test(start_paused = true)]

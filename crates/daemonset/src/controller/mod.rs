@@ -34,16 +34,18 @@ use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
+use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::ControllerExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::inspect::{ControllerView, SyncStats};
 use mini_kcm_runtime::kinds::{
     ApiFamily, WorkloadKind, controller_revision_informer, node_informer, pod_informer,
     workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::control::PodControl;
-use mini_kcm_runtime::worker::run_workers;
+use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
 use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
@@ -63,6 +65,8 @@ pub struct DaemonSetOptions {
     pub workers: usize,
     /// Upstream's `BurstReplicas` (250): at most this many creations and deletions per sync.
     pub burst_replicas: usize,
+    /// Where syncs file their decisions (disabled by default).
+    pub decisions: DecisionLog,
 }
 
 impl DaemonSetOptions {
@@ -71,6 +75,7 @@ impl DaemonSetOptions {
             family,
             workers: 2,
             burst_replicas: BURST_REPLICAS,
+            decisions: DecisionLog::disabled(),
         }
     }
 }
@@ -99,6 +104,7 @@ pub(crate) struct Shared {
     pub(crate) failed_pods_backoff: Mutex<FailedPodBackoff>,
     pub(crate) placements: PlacementCache,
     pub(crate) metrics: ControllerMetrics,
+    pub(crate) syncs: SyncStats,
 }
 
 impl Shared {
@@ -151,6 +157,7 @@ impl DaemonSetController {
                 placements: PlacementCache::default(),
                 metrics,
                 options,
+                syncs: SyncStats::default(),
             }),
         };
         controller.register_handlers();
@@ -167,17 +174,20 @@ impl DaemonSetController {
             "starting the DaemonSet controller"
         );
         let controller = self.clone();
-        let workers = run_workers(
-            "daemonset",
-            self.inner.queue.clone(),
-            self.inner.options.workers,
-            None,
-            self.inner.metrics.sync_panics.clone(),
-            move |key: ObjectKey| {
-                let controller = controller.clone();
-                async move { controller.sync(&key).await }
-            },
-        );
+        let s = &self.inner;
+        let workers = Workers {
+            by: self.decided_by(),
+            queue: s.queue.clone(),
+            count: s.options.workers,
+            max_retries: None,
+            panics: s.metrics.sync_panics.clone(),
+            stats: s.syncs.clone(),
+            decisions: s.options.decisions.clone(),
+        };
+        let workers = run_workers(workers, move |key: ObjectKey| {
+            let controller = controller.clone();
+            async move { controller.sync(&key).await }
+        });
         let backoff_gc = async {
             loop {
                 tokio::time::sleep(BACKOFF_GC_INTERVAL).await;
@@ -187,6 +197,14 @@ impl DaemonSetController {
         tokio::select! {
             () = workers => {}
             () = backoff_gc => {}
+        }
+    }
+
+    fn decided_by(&self) -> DecidedBy {
+        DecidedBy {
+            controller: "daemonset",
+            family: self.inner.options.family.label(),
+            kind: WorkloadKind::DaemonSet.kind(),
         }
     }
 }
@@ -199,6 +217,17 @@ impl Controller for DaemonSetController {
 
     fn shut_down(&self) {
         self.inner.queue.shut_down();
+    }
+
+    fn inspect(&self) -> ControllerView {
+        let s = &self.inner;
+        ControllerView::new(
+            self.decided_by(),
+            s.options.workers,
+            &s.queue,
+            &s.syncs,
+            Some(s.expectations.snapshot()),
+        )
     }
 }
 

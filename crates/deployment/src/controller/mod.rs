@@ -23,13 +23,15 @@ use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
+use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::inspect::{ControllerView, SyncStats};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
-use mini_kcm_runtime::worker::run_workers;
+use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
 pub use error::SyncError;
@@ -49,6 +51,8 @@ pub struct DeploymentOptions {
     /// limiter: 1000 s). Not a kube-controller-manager flag: tests lower it to reach the
     /// [`MAX_RETRIES`] drop in seconds rather than minutes.
     pub max_retry_delay: Duration,
+    /// Where syncs file their decisions (disabled by default).
+    pub decisions: DecisionLog,
 }
 
 /// The per-key cap of client-go's `DefaultControllerRateLimiter`.
@@ -60,6 +64,7 @@ impl DeploymentOptions {
             family,
             workers: 5,
             max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
+            decisions: DecisionLog::disabled(),
         }
     }
 }
@@ -85,6 +90,7 @@ pub(crate) struct Shared {
     pub(crate) consistency: ConsistencyStore,
     pub(crate) recorder: EventRecorder,
     pub(crate) metrics: ControllerMetrics,
+    pub(crate) syncs: SyncStats,
 }
 
 impl DeploymentController {
@@ -123,6 +129,7 @@ impl DeploymentController {
                 client,
                 options,
                 metrics,
+                syncs: SyncStats::default(),
             }),
         };
         controller.register_handlers();
@@ -138,18 +145,29 @@ impl DeploymentController {
             "starting the Deployment controller"
         );
         let controller = self.clone();
-        run_workers(
-            "deployment",
-            self.inner.queue.clone(),
-            self.inner.options.workers,
-            Some(MAX_RETRIES),
-            self.inner.metrics.sync_panics.clone(),
-            move |key: ObjectKey| {
-                let controller = controller.clone();
-                async move { controller.sync(&key).await }
-            },
-        )
+        let s = &self.inner;
+        let workers = Workers {
+            by: self.decided_by(),
+            queue: s.queue.clone(),
+            count: s.options.workers,
+            max_retries: Some(MAX_RETRIES),
+            panics: s.metrics.sync_panics.clone(),
+            stats: s.syncs.clone(),
+            decisions: s.options.decisions.clone(),
+        };
+        run_workers(workers, move |key: ObjectKey| {
+            let controller = controller.clone();
+            async move { controller.sync(&key).await }
+        })
         .await;
+    }
+
+    fn decided_by(&self) -> DecidedBy {
+        DecidedBy {
+            controller: "deployment",
+            family: self.inner.options.family.label(),
+            kind: WorkloadKind::Deployment.kind(),
+        }
     }
 }
 
@@ -161,5 +179,16 @@ impl Controller for DeploymentController {
 
     fn shut_down(&self) {
         self.inner.queue.shut_down();
+    }
+
+    fn inspect(&self) -> ControllerView {
+        let s = &self.inner;
+        ControllerView::new(
+            self.decided_by(),
+            s.options.workers,
+            &s.queue,
+            &s.syncs,
+            None,
+        )
     }
 }

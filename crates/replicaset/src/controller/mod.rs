@@ -21,15 +21,17 @@ use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
+use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
 use mini_kcm_runtime::events::EventRecorder;
 use mini_kcm_runtime::expectations::UidTrackingExpectations;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::inspect::{ControllerView, SyncStats};
 use mini_kcm_runtime::kinds::{
     ApiFamily, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::control::PodControl;
-use mini_kcm_runtime::worker::run_workers;
+use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
 use crate::{BURST_REPLICAS, EVENT_COMPONENT};
@@ -42,6 +44,8 @@ pub struct ReplicaSetOptions {
     pub workers: usize,
     /// Upstream's `BurstReplicas` (500).
     pub burst_replicas: usize,
+    /// Where syncs file their decisions (disabled by default).
+    pub decisions: DecisionLog,
 }
 
 impl ReplicaSetOptions {
@@ -50,6 +54,7 @@ impl ReplicaSetOptions {
             family,
             workers: 5,
             burst_replicas: BURST_REPLICAS,
+            decisions: DecisionLog::disabled(),
         }
     }
 }
@@ -71,6 +76,7 @@ pub(crate) struct Shared {
     pub(crate) consistency: ConsistencyStore,
     pub(crate) pod_control: PodControl,
     pub(crate) metrics: ControllerMetrics,
+    pub(crate) syncs: SyncStats,
 }
 
 impl ReplicaSetController {
@@ -107,6 +113,7 @@ impl ReplicaSetController {
                 pod_control: PodControl::new(client, recorder, consistency.clone()),
                 consistency,
                 metrics,
+                syncs: SyncStats::default(),
             }),
         };
         controller.register_handlers();
@@ -122,18 +129,29 @@ impl ReplicaSetController {
             "starting the ReplicaSet controller"
         );
         let controller = self.clone();
-        run_workers(
-            "replicaset",
-            self.inner.queue.clone(),
-            self.inner.options.workers,
-            None,
-            self.inner.metrics.sync_panics.clone(),
-            move |key: ObjectKey| {
-                let controller = controller.clone();
-                async move { controller.sync(&key).await }
-            },
-        )
+        let s = &self.inner;
+        let workers = Workers {
+            by: self.decided_by(),
+            queue: s.queue.clone(),
+            count: s.options.workers,
+            max_retries: None,
+            panics: s.metrics.sync_panics.clone(),
+            stats: s.syncs.clone(),
+            decisions: s.options.decisions.clone(),
+        };
+        run_workers(workers, move |key: ObjectKey| {
+            let controller = controller.clone();
+            async move { controller.sync(&key).await }
+        })
         .await;
+    }
+
+    fn decided_by(&self) -> DecidedBy {
+        DecidedBy {
+            controller: "replicaset",
+            family: self.inner.options.family.label(),
+            kind: WorkloadKind::ReplicaSet.kind(),
+        }
     }
 }
 
@@ -145,5 +163,16 @@ impl Controller for ReplicaSetController {
 
     fn shut_down(&self) {
         self.inner.queue.shut_down();
+    }
+
+    fn inspect(&self) -> ControllerView {
+        let s = &self.inner;
+        ControllerView::new(
+            self.decided_by(),
+            s.options.workers,
+            &s.queue,
+            &s.syncs,
+            Some(s.expectations.snapshot()),
+        )
     }
 }

@@ -12,6 +12,8 @@ mod owners;
 
 use futures::future::BoxFuture;
 
+use crate::inspect::ControllerView;
+
 pub use key::ObjectKey;
 pub use owners::Owners;
 
@@ -22,4 +24,7 @@ pub trait Controller: Send + Sync {
 
     /// Stops handing out keys.
     fn shut_down(&self);
+
+    /// Its queue, expectations and sync counts right now (the live view; see `crate::inspect`).
+    fn inspect(&self) -> ControllerView;
 }

@@ -10,6 +10,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::{Indexer, Informer};
+use crate::inspect::InformerView;
 
 /// A kind an informer can watch: knows how to build its `Api` for the whole cluster or one namespace
 /// (kube's constructors differ between static and dynamic kinds).
@@ -71,12 +72,16 @@ pub struct SharedInformers {
     /// The resync period of every informer of this factory (`None`: no resync).
     resync_period: Option<Duration>,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
+    /// How to view each informer (`crate::inspect`), in creation order.
+    views: Arc<Mutex<Vec<InformerViewFn>>>,
     /// Watches of informers created since the last `start`.
     pending: Arc<Mutex<Vec<Pending>>>,
     /// The running watches; aborted when the last handle of this factory is dropped, so a stopped
     /// manager leaves no watch behind.
     running: Arc<Mutex<tokio::task::JoinSet<()>>>,
 }
+
+type InformerViewFn = Box<dyn Fn() -> InformerView + Send + Sync>;
 
 /// An informer not yet running: its watch future and a way to wait for its first list.
 struct Pending {
@@ -92,6 +97,7 @@ impl SharedInformers {
             namespace,
             resync_period: None,
             informers: Arc::default(),
+            views: Arc::default(),
             pending: Arc::default(),
             running: Arc::default(),
         }
@@ -148,6 +154,12 @@ impl SharedInformers {
             indexers(),
             self.resync_period,
         );
+        let viewed = informer.clone();
+        let resource = id.clone();
+        self.views
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Box::new(move || viewed.view(&resource)));
         informers.insert(id, Box::new(informer.clone()));
         let synced = informer.clone();
         self.pending
@@ -159,6 +171,16 @@ impl SharedInformers {
                 synced: Box::pin(async move { synced.wait_for_sync().await }),
             });
         informer
+    }
+
+    /// Every informer's cache at a glance, in creation order.
+    pub fn views(&self) -> Vec<InformerView> {
+        self.views
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|view| view())
+            .collect()
     }
 
     /// Starts the watch of every informer created so far (call after all controllers registered their

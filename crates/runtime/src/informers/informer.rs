@@ -11,6 +11,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
+use crate::inspect::InformerView;
+
 use super::store::{IndexFn, ObjectKey, Store, key_of};
 
 /// A change to one cached object, as handlers see it.
@@ -68,6 +70,10 @@ struct Inner<K: Resource> {
     /// The highest resourceVersion delivered by the watch so far: every write with a resourceVersion at or
     /// below it is reflected in the cache (a watch delivers events in resourceVersion order).
     observed_resource_version: AtomicU64,
+    /// Full lists applied (the first, then one per relist after a watch restart), for the live view.
+    lists: AtomicU64,
+    /// Watch errors seen (each retried with backoff), for the live view.
+    watch_errors: AtomicU64,
     /// How often every cached object is re-delivered to the handlers as an update with old == new
     /// (client-go's resync); `None` never.
     resync_period: Option<Duration>,
@@ -98,6 +104,8 @@ where
                 handlers: RwLock::new(Vec::new()),
                 synced,
                 observed_resource_version: AtomicU64::new(0),
+                lists: AtomicU64::new(0),
+                watch_errors: AtomicU64::new(0),
                 resync_period: resync_period.filter(|p| !p.is_zero()),
             }),
         }
@@ -179,6 +187,19 @@ impl<K: Resource> Informer<K> {
     /// See [`Inner::observed_resource_version`].
     pub fn observed_resource_version(&self) -> u64 {
         self.inner.observed_resource_version.load(Ordering::Acquire)
+    }
+
+    /// The cache at a glance (`crate::inspect`); `resource` names it (`apps/v1/replicasets`).
+    pub fn view(&self, resource: &str) -> InformerView {
+        InformerView {
+            kind: self.inner.kind.clone(),
+            resource: resource.to_string(),
+            objects: self.len(),
+            last_resource_version: self.observed_resource_version(),
+            lists: self.inner.lists.load(Ordering::Relaxed),
+            watch_errors: self.inner.watch_errors.load(Ordering::Relaxed),
+            synced: self.has_synced(),
+        }
     }
 
     fn read<T>(&self, f: impl FnOnce(&Store<K>) -> T) -> T {
@@ -294,6 +315,7 @@ where
                         .max_by_key(|o| resource_version(o.as_ref()))
                         .cloned();
                     let changes = self.replace(listed);
+                    self.inner.lists.fetch_add(1, Ordering::Relaxed);
                     if let Some(newest) = newest {
                         self.observe(newest.as_ref());
                     }
@@ -324,6 +346,7 @@ where
                     self.notify(&[Change::Deleted(last)]);
                 }
                 Err(e) => {
+                    self.inner.watch_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(kind = %self.inner.kind, error = %e, "watch failed; retrying with backoff");
                 }
             }

@@ -9,6 +9,7 @@ use kube::{Api, Client};
 use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
 use crate::consistency::ConsistencyStore;
 use crate::controller::ObjectKey;
+use crate::decisions;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
 
@@ -137,6 +138,18 @@ impl PodControl {
         }
         .await;
         match &result {
+            Ok(pod) => decisions::wrote(
+                "create",
+                format_args!("pod {}", pod.metadata.name.as_deref().unwrap_or_default()),
+                None,
+            ),
+            Err(e) => decisions::wrote(
+                "create",
+                format_args!("pod from template ({})", owner.name),
+                Some(e),
+            ),
+        }
+        match &result {
             Ok(pod) => self.recorder.normal(
                 regarding,
                 Some(pod_reference(pod)),
@@ -171,6 +184,11 @@ impl PodControl {
     ) -> Result<(), kube::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let result = api.delete(name, &DeleteParams::default()).await;
+        decisions::wrote(
+            "delete",
+            format_args!("pod {name}"),
+            result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+        );
         match &result {
             Ok(_) => self.recorder.normal(
                 regarding,

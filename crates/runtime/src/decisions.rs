@@ -1,0 +1,627 @@
+//! The decision log: what each sync saw, what it decided and why, and how its writes went.
+//!
+//! Why: the project exists to show how controllers work, and an operator debugging a stuck rollout asks
+//! the same questions as a learner ("why was this pod deleted?", "why does nothing happen?"). Logs
+//! answer them only for whoever reads the right lines at the right time; the decision log keeps the
+//! answers per object, as data, for the manager's live view (`/debug/controllers`) and `mini-kcm explain`.
+//!
+//! How: the worker gives every sync a fresh draft (a task-local, so the decision code needs no extra
+//! parameter). Inside a sync, [`observe`] notes a number the decision rests on, [`plan`] what it decided,
+//! [`reason`] why, [`skip`] why it did nothing, [`wrote`] an API write and its result (`PodControl` does
+//! this for pod creations and deletions), [`nodes`] the DaemonSet's node → pod map. Plans and reasons are
+//! also logged at info, so the logs and the view tell the same story. When the sync returns, the worker
+//! files the draft with its outcome, unless the sync decided nothing (a status refresh with nothing to
+//! do is not a decision). Outside a sync, or with the log disabled, these calls do nothing.
+//!
+//! Memory is bounded whatever the cluster does: at most [`DecisionLimits::per_object`] decisions for
+//! each of at most [`DecisionLimits::objects`] objects (the object with the oldest last decision is
+//! forgotten first), each decision with at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes
+//! and [`MAX_WRITES`] writes; the node map at most [`MAX_NODES`] nodes. With the defaults (8 per object,
+//! 2 000 objects) that is at most 16 000 decisions of at most ≈ 12 KiB each; a typical one is ≈ 0.5 KiB.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Display;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::controller::ObjectKey;
+
+/// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
+pub const MAX_LINES: usize = 24;
+/// Longest line kept, in bytes (longer ones are cut at a character boundary and marked with `…`).
+pub const MAX_LINE_BYTES: usize = 240;
+/// Most writes kept per decision (a sync creating 500 pods keeps the first ones and a count).
+pub const MAX_WRITES: usize = 24;
+/// Most nodes kept in a DaemonSet's node → pod map.
+pub const MAX_NODES: usize = 500;
+
+/// How much the log keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionLimits {
+    /// Decisions kept per object (the newest).
+    pub per_object: usize,
+    /// Objects with a history; beyond, the one decided on least recently is forgotten.
+    pub objects: usize,
+}
+
+impl Default for DecisionLimits {
+    fn default() -> Self {
+        DecisionLimits {
+            per_object: 8,
+            objects: 2000,
+        }
+    }
+}
+
+/// Which controller instance decided (the manager runs one per controller and API family).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DecidedBy {
+    /// `replicaset`, `deployment` or `daemonset`.
+    pub controller: &'static str,
+    /// `apps` or `copies`.
+    pub family: &'static str,
+    /// The kind it manages.
+    pub kind: &'static str,
+}
+
+/// One sync's decision, as the live view and `mini-kcm explain` show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Increases by one per decision filed in this log (a client polls for `seq > last seen`).
+    pub seq: u64,
+    /// When the sync ended (RFC 3339).
+    pub at: String,
+    pub controller: String,
+    pub family: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The numbers the decision rests on, in the order the sync noted them.
+    pub observed: Vec<Observation>,
+    /// What the sync decided to do.
+    pub plan: Vec<String>,
+    /// Why.
+    pub reasons: Vec<String>,
+    /// Why it did nothing (e.g. waiting for earlier creations to be observed).
+    pub skipped: Vec<String>,
+    /// The writes it made, in order, with their results.
+    pub writes: Vec<Write>,
+    /// Lines and writes beyond the limits, counted but not kept.
+    pub omitted: usize,
+    pub outcome: Outcome,
+    pub duration_ms: f64,
+}
+
+/// A number a decision rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub what: String,
+    pub value: i64,
+}
+
+/// One API write of a sync.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Write {
+    /// `create`, `delete`, `patch`, `update`, ...
+    pub verb: String,
+    /// What was written, e.g. `pod web-7d9f-abcde` or `ReplicaSet web-7d9f`.
+    pub object: String,
+    /// The API error, if it failed.
+    pub error: Option<String>,
+}
+
+/// How the sync ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Outcome {
+    Done,
+    /// It failed and the key is retried with backoff (or dropped, as the Deployment controller does
+    /// after 15 failures).
+    Failed {
+        error: String,
+    },
+}
+
+/// A DaemonSet's node → pod map as its last sync computed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeMap {
+    pub nodes: Vec<NodePlacement>,
+    /// Nodes beyond [`MAX_NODES`], counted only.
+    pub omitted: usize,
+}
+
+/// One node of a [`NodeMap`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePlacement {
+    pub node: String,
+    /// The DaemonSet wants a pod there.
+    pub should_run: bool,
+    /// Its daemon pods there.
+    pub pods: Vec<String>,
+    /// Why it should not run there, or why the pod is not (yet) there.
+    pub why: Option<String>,
+}
+
+/// Which decisions to return.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionFilter {
+    pub controller: Option<String>,
+    pub family: Option<String>,
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    /// Only decisions with a greater `seq`.
+    pub after: Option<u64>,
+    /// At most this many (the newest); default 100.
+    pub limit: Option<usize>,
+}
+
+impl DecisionFilter {
+    fn matches(&self, d: &Decision) -> bool {
+        fn eq(want: &Option<String>, have: &str) -> bool {
+            want.as_deref().is_none_or(|w| w.is_empty() || w == have)
+        }
+        eq(&self.controller, &d.controller)
+            && eq(&self.family, &d.family)
+            && eq(&self.kind, &d.kind)
+            && eq(&self.namespace, &d.namespace)
+            && eq(&self.name, &d.name)
+            && self.after.is_none_or(|after| d.seq > after)
+    }
+}
+
+/// The log every controller of a manager files its decisions in. Cloning shares it; a disabled log
+/// keeps nothing and makes recording free.
+#[derive(Clone, Default)]
+pub struct DecisionLog {
+    inner: Option<Arc<Mutex<LogState>>>,
+}
+
+impl std::fmt::Debug for DecisionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionLog")
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
+}
+
+type ObjectId = (DecidedBy, ObjectKey);
+
+struct LogState {
+    limits: DecisionLimits,
+    next_seq: u64,
+    /// Per object, its newest decisions (oldest first), and the seq of its last one.
+    objects: HashMap<ObjectId, History>,
+}
+
+#[derive(Default)]
+struct History {
+    decisions: VecDeque<Arc<Decision>>,
+    last_seq: u64,
+    nodes: Option<Arc<NodeMap>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl DecisionLog {
+    pub fn new(limits: DecisionLimits) -> Self {
+        DecisionLog {
+            inner: Some(Arc::new(Mutex::new(LogState {
+                limits: DecisionLimits {
+                    per_object: limits.per_object.max(1),
+                    objects: limits.objects.max(1),
+                },
+                next_seq: 1,
+                objects: HashMap::new(),
+            }))),
+        }
+    }
+
+    /// A log that keeps nothing (`--decision-log=false`).
+    pub fn disabled() -> Self {
+        DecisionLog { inner: None }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// The newest decisions matching `filter`, newest first.
+    pub fn recent(&self, filter: &DecisionFilter) -> Vec<Decision> {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let limit = filter.limit.unwrap_or(100);
+        let state = lock(inner);
+        let mut found: Vec<&Arc<Decision>> = state
+            .objects
+            .values()
+            .flat_map(|h| h.decisions.iter())
+            .filter(|d| filter.matches(d))
+            .collect();
+        found.sort_unstable_by_key(|d| std::cmp::Reverse(d.seq));
+        found
+            .into_iter()
+            .take(limit)
+            .map(|d| d.as_ref().clone())
+            .collect()
+    }
+
+    /// The node → pod map of the DaemonSet `key` from its last sync that computed one.
+    pub fn node_map(&self, by: DecidedBy, key: &ObjectKey) -> Option<Arc<NodeMap>> {
+        let inner = self.inner.as_ref()?;
+        lock(inner)
+            .objects
+            .get(&(by, key.clone()))
+            .and_then(|h| h.nodes.clone())
+    }
+
+    /// How many decisions the log holds now.
+    pub fn len(&self) -> usize {
+        self.inner.as_ref().map_or(0, |inner| {
+            lock(inner)
+                .objects
+                .values()
+                .map(|h| h.decisions.len())
+                .sum()
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts the draft of one sync of `key` (the worker calls this; `None` when disabled).
+    pub fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
+        self.inner.as_ref()?;
+        Some(Draft {
+            shared: Arc::new(Mutex::new(DraftState::default())),
+            by,
+            key: key.clone(),
+            started: std::time::Instant::now(),
+        })
+    }
+
+    /// Files a finished draft, if it decided anything or failed.
+    pub fn file(&self, draft: Draft, failure: Option<String>) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let state = std::mem::take(&mut *lock(&draft.shared));
+        if !state.decided_anything() && failure.is_none() {
+            return;
+        }
+        let mut log = lock(inner);
+        let seq = log.next_seq;
+        log.next_seq += 1;
+        let decision = Arc::new(Decision {
+            seq,
+            at: k8s_openapi::jiff::Timestamp::now().to_string(),
+            controller: draft.by.controller.into(),
+            family: draft.by.family.into(),
+            kind: draft.by.kind.into(),
+            namespace: draft.key.namespace().into(),
+            name: draft.key.name().into(),
+            observed: state.observed,
+            plan: state.plan,
+            reasons: state.reasons,
+            skipped: state.skipped,
+            writes: state.writes,
+            omitted: state.omitted,
+            outcome: match failure {
+                None => Outcome::Done,
+                Some(error) => Outcome::Failed {
+                    error: bounded(&error),
+                },
+            },
+            duration_ms: draft.started.elapsed().as_secs_f64() * 1000.0,
+        });
+        let limits = log.limits;
+        let id = (draft.by, draft.key);
+        if !log.objects.contains_key(&id) && log.objects.len() >= limits.objects {
+            forget_least_recent(&mut log.objects);
+        }
+        let history = log.objects.entry(id).or_default();
+        history.decisions.push_back(decision);
+        history.last_seq = seq;
+        if state.nodes.is_some() {
+            history.nodes = state.nodes.map(Arc::new);
+        }
+        while history.decisions.len() > limits.per_object {
+            history.decisions.pop_front();
+        }
+    }
+}
+
+/// Drops the history of the object decided on least recently (O(objects), only when the log is full).
+fn forget_least_recent(objects: &mut HashMap<ObjectId, History>) {
+    let oldest = objects
+        .iter()
+        .min_by_key(|(_, h)| h.last_seq)
+        .map(|(id, _)| id.clone());
+    if let Some(oldest) = oldest {
+        objects.remove(&oldest);
+    }
+}
+
+/// One sync's decision being written (see the module header).
+pub struct Draft {
+    shared: Arc<Mutex<DraftState>>,
+    by: DecidedBy,
+    key: ObjectKey,
+    started: std::time::Instant,
+}
+
+impl Draft {
+    /// Runs `sync` with this draft as the current one, so the recording functions reach it.
+    pub async fn scope<F: Future>(&self, sync: F) -> F::Output {
+        CURRENT.scope(self.shared.clone(), sync).await
+    }
+}
+
+#[derive(Default)]
+struct DraftState {
+    observed: Vec<Observation>,
+    plan: Vec<String>,
+    reasons: Vec<String>,
+    skipped: Vec<String>,
+    writes: Vec<Write>,
+    nodes: Option<NodeMap>,
+    omitted: usize,
+}
+
+impl DraftState {
+    fn decided_anything(&self) -> bool {
+        !(self.plan.is_empty() && self.reasons.is_empty() && self.skipped.is_empty())
+            || self.nodes.is_some()
+    }
+
+    fn lines(&self) -> usize {
+        self.observed.len() + self.plan.len() + self.reasons.len() + self.skipped.len()
+    }
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Mutex<DraftState>>;
+}
+
+/// Applies `f` to the current sync's draft, if there is one.
+fn with_draft(f: impl FnOnce(&mut DraftState)) {
+    let _ = CURRENT.try_with(|draft| f(&mut lock(draft)));
+}
+
+/// Whether the current sync is being recorded (to skip building expensive notes otherwise).
+pub fn recording() -> bool {
+    CURRENT.try_with(|_| ()).is_ok()
+}
+
+/// Cuts `text` to [`MAX_LINE_BYTES`] at a character boundary.
+fn bounded(text: &str) -> String {
+    if text.len() <= MAX_LINE_BYTES {
+        return text.to_string();
+    }
+    let mut end = MAX_LINE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn push_line(
+    state: &mut DraftState,
+    line: impl FnOnce(&mut DraftState) -> &mut Vec<String>,
+    text: &dyn Display,
+) {
+    if state.lines() >= MAX_LINES {
+        state.omitted += 1;
+        return;
+    }
+    let text = bounded(&text.to_string());
+    line(state).push(text);
+}
+
+/// Notes a number the decision rests on (e.g. `observe("desired", 5)`).
+pub fn observe(what: &'static str, value: impl TryInto<i64>) {
+    let value = value.try_into().unwrap_or(i64::MAX);
+    with_draft(|d| {
+        if d.lines() >= MAX_LINES {
+            d.omitted += 1;
+        } else {
+            d.observed.push(Observation {
+                what: what.into(),
+                value,
+            });
+        }
+    });
+}
+
+/// Notes what the sync decided to do (logged at info too).
+pub fn plan(text: impl Display) {
+    tracing::info!("{text}");
+    with_draft(|d| push_line(d, |d| &mut d.plan, &text));
+}
+
+/// Notes why (logged at info too).
+pub fn reason(text: impl Display) {
+    tracing::info!("{text}");
+    with_draft(|d| push_line(d, |d| &mut d.reasons, &text));
+}
+
+/// Notes why the sync did nothing (logged at debug: syncs wait often, that is routine).
+pub fn skip(text: impl Display) {
+    tracing::debug!("{text}");
+    with_draft(|d| push_line(d, |d| &mut d.skipped, &text));
+}
+
+/// Notes an API write and its result.
+pub fn wrote(verb: &'static str, object: impl Display, error: Option<&dyn Display>) {
+    with_draft(|d| {
+        if d.writes.len() >= MAX_WRITES {
+            d.omitted += 1;
+            return;
+        }
+        d.writes.push(Write {
+            verb: verb.into(),
+            object: bounded(&object.to_string()),
+            error: error.map(|e| bounded(&e.to_string())),
+        });
+    });
+}
+
+/// Notes a DaemonSet's node → pod map (only the first [`MAX_NODES`] nodes are kept).
+pub fn nodes(mut placements: Vec<NodePlacement>) {
+    if !recording() {
+        return;
+    }
+    let omitted = placements.len().saturating_sub(MAX_NODES);
+    placements.truncate(MAX_NODES);
+    with_draft(|d| {
+        d.nodes = Some(NodeMap {
+            nodes: placements,
+            omitted,
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RS: DecidedBy = DecidedBy {
+        controller: "replicaset",
+        family: "apps",
+        kind: "ReplicaSet",
+    };
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("ns", name)
+    }
+
+    async fn sync(log: &DecisionLog, name: &str, body: impl FnOnce(), failure: Option<&str>) {
+        let draft = log.start(RS, &key(name)).expect("enabled");
+        draft.scope(async { body() }).await;
+        log.file(draft, failure.map(String::from));
+    }
+
+    #[tokio::test]
+    async fn a_sync_that_decides_is_filed_with_its_numbers_reasons_and_writes() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        sync(
+            &log,
+            "web",
+            || {
+                observe("desired", 5);
+                observe("active", 2usize);
+                reason("too few replicas: 2 active of 5 desired");
+                plan("creating 3 pods in slow-start batches 1, 2");
+                wrote("create", "pod web-abc", None);
+                wrote("create", "pod web-def", Some(&"quota exceeded"));
+            },
+            None,
+        )
+        .await;
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(found.len(), 1);
+        let d = &found[0];
+        assert_eq!((d.namespace.as_str(), d.name.as_str()), ("ns", "web"));
+        assert_eq!(
+            d.observed[1],
+            Observation {
+                what: "active".into(),
+                value: 2
+            }
+        );
+        assert_eq!(d.plan, ["creating 3 pods in slow-start batches 1, 2"]);
+        assert_eq!(d.writes[1].error.as_deref(), Some("quota exceeded"));
+        assert_eq!(d.outcome, Outcome::Done);
+    }
+
+    #[tokio::test]
+    async fn a_sync_that_decides_nothing_is_not_filed_unless_it_fails() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        sync(&log, "quiet", || observe("desired", 1), None).await;
+        assert!(log.is_empty());
+        sync(&log, "broken", || {}, Some("conflict")).await;
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(
+            found[0].outcome,
+            Outcome::Failed {
+                error: "conflict".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_is_bounded_per_object_per_decision_and_overall() {
+        let log = DecisionLog::new(DecisionLimits {
+            per_object: 3,
+            objects: 2,
+        });
+        for i in 0..5 {
+            sync(&log, "a", || plan(format_args!("a{i}")), None).await;
+        }
+        sync(&log, "b", || plan("b"), None).await;
+        sync(&log, "c", || plan("c"), None).await; // forgets "a", decided on least recently
+        assert_eq!(log.len(), 2);
+        let names: Vec<String> = log
+            .recent(&DecisionFilter::default())
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(names, ["c", "b"]);
+
+        let log = DecisionLog::new(DecisionLimits::default());
+        sync(
+            &log,
+            "big",
+            || {
+                for _ in 0..100 {
+                    reason("x".repeat(1000));
+                    wrote("create", "pod", None);
+                }
+            },
+            None,
+        )
+        .await;
+        let d = &log.recent(&DecisionFilter::default())[0];
+        assert_eq!(d.reasons.len(), MAX_LINES);
+        assert!(d.reasons[0].len() <= MAX_LINE_BYTES + '…'.len_utf8());
+        assert_eq!(d.writes.len(), MAX_WRITES);
+        assert_eq!(d.omitted, 200 - MAX_LINES - MAX_WRITES);
+    }
+
+    #[tokio::test]
+    async fn filters_select_by_object_and_after_a_seq() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        sync(&log, "a", || plan("1"), None).await;
+        sync(&log, "b", || plan("2"), None).await;
+        sync(&log, "a", || plan("3"), None).await;
+        let only_a = DecisionFilter {
+            name: Some("a".into()),
+            ..Default::default()
+        };
+        let plans: Vec<String> = log
+            .recent(&only_a)
+            .into_iter()
+            .flat_map(|d| d.plan)
+            .collect();
+        assert_eq!(plans, ["3", "1"]);
+        let after = DecisionFilter {
+            after: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(log.recent(&after).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn outside_a_sync_or_disabled_nothing_is_recorded() {
+        plan("no draft here"); // must not panic
+        let log = DecisionLog::disabled();
+        assert!(log.start(RS, &key("x")).is_none());
+        assert!(log.recent(&DecisionFilter::default()).is_empty());
+        assert!(!recording());
+    }
+}

@@ -1,0 +1,279 @@
+//! What a running controller shows about itself: its queue, its expectations, its sync counts, and the
+//! informers it reads. The manager's live view (`/debug/controllers`) and `mini-kcm explain` render these
+//! views; they are plain data (serde), taken at one moment and stale as soon as they are returned.
+//!
+//! Every list is capped at [`LIST_LIMIT`] entries with its full count beside it, so looking at a
+//! controller with 10 000 queued keys costs the same as looking at an idle one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use mini_kcm_workqueue::WorkQueue;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::controller::ObjectKey;
+use crate::decisions::DecidedBy;
+use crate::expectations::{EXPECTATIONS_TIMEOUT, ExpectationsSnapshot};
+
+/// Most entries of any list in a view.
+pub const LIST_LIMIT: usize = 200;
+
+/// Everything a manager shows at `/debug/controllers/state`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManagerView {
+    pub controllers: Vec<ControllerView>,
+    pub informers: Vec<InformerView>,
+    /// Whether syncs file decisions (`--decision-log`).
+    pub decision_log: bool,
+}
+
+/// One controller instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControllerView {
+    /// `replicaset`, `deployment`, `daemonset`.
+    pub controller: String,
+    /// `apps` or `copies`.
+    pub family: String,
+    pub kind: String,
+    pub workers: usize,
+    pub queue: QueueView,
+    pub syncs: SyncView,
+    /// Per key, the pod creations and deletions the controller still waits to observe (the Deployment
+    /// controller keeps none: it waits on its ReplicaSets' status instead).
+    pub expectations: Vec<ExpectationView>,
+}
+
+impl ControllerView {
+    /// The view of the controller instance `by`, from its queue, sync counts and expectations.
+    pub fn new(
+        by: DecidedBy,
+        workers: usize,
+        queue: &WorkQueue<ObjectKey>,
+        syncs: &SyncStats,
+        expectations: Option<ExpectationsSnapshot>,
+    ) -> Self {
+        ControllerView {
+            controller: by.controller.into(),
+            family: by.family.into(),
+            kind: by.kind.into(),
+            workers,
+            queue: QueueView::of(queue),
+            syncs: syncs.view(),
+            expectations: expectations.map(ExpectationView::list).unwrap_or_default(),
+        }
+    }
+}
+
+/// A work queue at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueView {
+    /// Keys ready for a worker, in order.
+    pub queued: Vec<String>,
+    pub queued_count: usize,
+    /// Keys being synced now.
+    pub in_flight: Vec<String>,
+    pub in_flight_count: usize,
+    /// Keys waiting for a delay: a backoff after failures (`retries` > 0) or a requested recheck.
+    pub waiting: Vec<WaitingView>,
+    pub waiting_count: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitingView {
+    pub key: String,
+    pub retries: usize,
+    pub next_attempt_in_ms: u64,
+}
+
+impl QueueView {
+    pub fn of(queue: &WorkQueue<ObjectKey>) -> Self {
+        let snap = queue.snapshot(LIST_LIMIT);
+        let keys = |keys: Vec<ObjectKey>| keys.iter().map(ToString::to_string).collect();
+        QueueView {
+            queued: keys(snap.queued),
+            queued_count: snap.queued_count,
+            in_flight: keys(snap.processing),
+            in_flight_count: snap.processing_count,
+            waiting: snap
+                .waiting
+                .into_iter()
+                .map(|w| WaitingView {
+                    key: w.key.to_string(),
+                    retries: w.retries,
+                    next_attempt_in_ms: millis(w.ready_in),
+                })
+                .collect(),
+            waiting_count: snap.waiting_count,
+        }
+    }
+}
+
+/// The expectations of one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExpectationView {
+    pub key: String,
+    /// Creations still to be observed (may be negative after over-observation).
+    pub pending_adds: i64,
+    pub pending_deletes: i64,
+    pub age_ms: u64,
+    /// When the controller stops waiting anyway ([`EXPECTATIONS_TIMEOUT`]); 0 once expired.
+    pub expires_in_ms: u64,
+    /// Both counters are at or below zero: the next sync may act.
+    pub satisfied: bool,
+}
+
+impl ExpectationView {
+    pub fn list(snapshot: ExpectationsSnapshot) -> Vec<ExpectationView> {
+        let mut views: Vec<ExpectationView> = snapshot
+            .records
+            .into_iter()
+            .take(LIST_LIMIT)
+            .map(|(key, counts, age)| ExpectationView {
+                key: key.to_string(),
+                pending_adds: counts.add,
+                pending_deletes: counts.del,
+                age_ms: millis(age),
+                expires_in_ms: millis(EXPECTATIONS_TIMEOUT.saturating_sub(age)),
+                satisfied: counts.add <= 0 && counts.del <= 0,
+            })
+            .collect();
+        views.sort_by(|a, b| a.key.cmp(&b.key));
+        views
+    }
+}
+
+/// How many syncs a controller ran, and how they ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncView {
+    pub total: u64,
+    pub failed: u64,
+    /// Syncs that ended in the last 60 seconds (recent throughput).
+    pub last_minute: u64,
+}
+
+/// An informer's cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InformerView {
+    pub kind: String,
+    /// `<apiVersion>/<plural>`, e.g. `apps/v1/replicasets`.
+    pub resource: String,
+    pub objects: usize,
+    /// The newest resourceVersion the cache has seen (0 before the first list).
+    pub last_resource_version: u64,
+    /// Full lists so far: the first one, then one after every watch restart that needed a relist.
+    pub lists: u64,
+    /// Watch failures (each is retried with backoff).
+    pub watch_errors: u64,
+    pub synced: bool,
+}
+
+/// Counts of a controller's syncs (kept by the worker loop).
+#[derive(Debug, Clone, Default)]
+pub struct SyncStats {
+    inner: Arc<StatsInner>,
+}
+
+#[derive(Debug, Default)]
+struct StatsInner {
+    total: AtomicU64,
+    failed: AtomicU64,
+    /// Syncs per second over the last minute: (second since `origin`, count), newest last.
+    recent: Mutex<RecentSyncs>,
+}
+
+#[derive(Debug, Default)]
+struct RecentSyncs {
+    origin: Option<Instant>,
+    seconds: std::collections::VecDeque<(u64, u64)>,
+}
+
+const WINDOW_SECONDS: u64 = 60;
+
+impl SyncStats {
+    /// Counts one finished sync.
+    pub fn record(&self, failed: bool) {
+        self.inner.total.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.inner.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let now = Instant::now();
+        let mut recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let second = recent.second(now);
+        match recent.seconds.back_mut() {
+            Some((s, count)) if *s == second => *count += 1,
+            _ => recent.seconds.push_back((second, 1)),
+        }
+        recent.trim(second);
+    }
+
+    pub fn view(&self) -> SyncView {
+        let now = Instant::now();
+        let mut recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let second = recent.second(now);
+        recent.trim(second);
+        SyncView {
+            total: self.inner.total.load(Ordering::Relaxed),
+            failed: self.inner.failed.load(Ordering::Relaxed),
+            last_minute: recent.seconds.iter().map(|(_, c)| c).sum(),
+        }
+    }
+}
+
+impl RecentSyncs {
+    fn second(&mut self, now: Instant) -> u64 {
+        let origin = *self.origin.get_or_insert(now);
+        now.saturating_duration_since(origin).as_secs()
+    }
+
+    /// Drops the seconds that left the window.
+    fn trim(&mut self, second: u64) {
+        while self
+            .seconds
+            .front()
+            .is_some_and(|(s, _)| s + WINDOW_SECONDS <= second)
+        {
+            self.seconds.pop_front();
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn recent_throughput_counts_the_last_minute_only() {
+        let stats = SyncStats::default();
+        stats.record(false);
+        stats.record(true);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        stats.record(false);
+        assert_eq!(
+            stats.view(),
+            SyncView {
+                total: 3,
+                failed: 1,
+                last_minute: 3
+            }
+        );
+        tokio::time::advance(Duration::from_secs(31)).await;
+        assert_eq!(stats.view().last_minute, 1);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(stats.view().last_minute, 0);
+        assert_eq!(stats.view().total, 3);
+    }
+}
