@@ -173,6 +173,14 @@ fn the_tour_in_the_docs_runs_and_its_checks_hold() {
         printed.contains("mini-kcm: running"),
         "mini-kcm up did not start:\n{printed}"
     );
+    // `up` states its manager's address; `mini-kcm explain` finds it on its own when `up` runs with
+    // its default state directory, here it is told (the test keeps its plane in its own folder).
+    let manager_addr = printed
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no manager address in:\n{printed}"))
+        .to_string();
     // Keep draining `up`'s output so it never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
 
@@ -186,7 +194,7 @@ fn the_tour_in_the_docs_runs_and_its_checks_hold() {
         .arg(script(&pieces))
         .env("PATH", path)
         .env("KUBECONFIG", &kubeconfig)
-        .env("MINI_KCM_STATE_DIR", work.join("plane"))
+        .env("MINI_KCM_MANAGER_ADDR", &manager_addr)
         .current_dir(&work)
         .stdin(Stdio::null())
         .output()
