@@ -77,6 +77,8 @@ pub(crate) struct Reported {
     pub seconds: f64,
     /// The dry run marks what would run as passed and what the focus excludes as skipped.
     pub selected: bool,
+    /// False for a failed suite node (set-up, reporting), named `[<node type>]`.
+    pub is_spec: bool,
 }
 
 /// The `It` specs of a Ginkgo JSON report (suite set-up nodes that failed count as a failed spec named
@@ -117,6 +119,7 @@ pub(crate) fn read_report(path: &Path) -> Result<Vec<Reported>, String> {
                 format!("[{}]", report.leaf_type)
             },
             selected: !matches!(outcome, Outcome::Skipped(_)),
+            is_spec,
             outcome,
             seconds: report.run_time_ns.max(0) as f64 / 1e9,
         });
@@ -278,6 +281,7 @@ mod tests {
             Outcome::Failed("failed: timed out".into())
         );
         assert!(!specs[2].selected);
+        assert!(specs.iter().all(|s| s.is_spec));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

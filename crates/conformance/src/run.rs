@@ -105,9 +105,26 @@ pub async fn run(
         }
     }
 
+    Ok(merge(
+        specs,
+        &reported,
+        plan.sets.first().copied().unwrap_or(SpecSet::Apps),
+    ))
+}
+
+/// One result per listed spec from the reports of every process, plus the failed suite nodes (they
+/// explain a spec that did not run), counted in `suite_set`.
+fn merge(
+    specs: &[(SpecSet, String)],
+    reported: &[Reported],
+    suite_set: SpecSet,
+) -> Vec<SpecResult> {
     let mut results = Vec::new();
     for (set, spec) in specs {
-        let entries: Vec<&Reported> = reported.iter().filter(|r| &r.spec == spec).collect();
+        let entries: Vec<&Reported> = reported
+            .iter()
+            .filter(|r| r.is_spec && &r.spec == spec)
+            .collect();
         // Every process reports every spec of the binary; those outside its focus as skipped without a
         // message. The one that ran it has the outcome (a spec that skips itself says why).
         let ran = entries.iter().find(|r| r.selected).or_else(|| {
@@ -123,20 +140,17 @@ pub async fn run(
         });
     }
     // Suite set-up failures are reported as pseudo-specs: keep them, they explain every "not run".
-    for r in reported
-        .iter()
-        .filter(|r| r.spec.starts_with('[') && r.spec.ends_with(']'))
-    {
+    for r in reported.iter().filter(|r| !r.is_spec) {
         if let Outcome::Failed(_) = r.outcome {
             results.push(SpecResult {
-                set: plan.sets.first().copied().unwrap_or(SpecSet::Apps),
+                set: suite_set,
                 spec: r.spec.clone(),
                 outcome: r.outcome.clone(),
                 seconds: r.seconds,
             });
         }
     }
-    Ok(results)
+    results
 }
 
 fn exact_focus(specs: &[String]) -> String {
@@ -205,4 +219,67 @@ async fn run_process(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reported(spec: &str, outcome: Outcome, selected: bool, is_spec: bool) -> Reported {
+        Reported {
+            spec: spec.into(),
+            outcome,
+            seconds: 1.0,
+            selected,
+            is_spec,
+        }
+    }
+
+    #[test]
+    fn merge_takes_the_process_that_ran_each_spec_and_keeps_failed_suite_nodes() {
+        let specs = vec![
+            (SpecSet::Apps, "[sig-apps] a [Conformance]".to_string()),
+            (SpecSet::Apps, "[sig-apps] b".to_string()),
+            (SpecSet::Disruption, "[sig-apps] c".to_string()),
+            (SpecSet::Disruption, "[sig-apps] d".to_string()),
+        ];
+        let failed = Outcome::Failed("failed: x".into());
+        let reports = vec![
+            // Process 1 ran a (failed) and skipped the others by focus.
+            reported("[sig-apps] a [Conformance]", failed.clone(), true, true),
+            reported("[sig-apps] b", Outcome::Skipped(String::new()), false, true),
+            reported("[sig-apps] c", Outcome::Skipped(String::new()), false, true),
+            // Process 2 ran b, and c skipped itself.
+            reported(
+                "[sig-apps] a [Conformance]",
+                Outcome::Skipped(String::new()),
+                false,
+                true,
+            ),
+            reported("[sig-apps] b", Outcome::Passed, true, true),
+            reported(
+                "[sig-apps] c",
+                Outcome::Skipped("needs gce".into()),
+                false,
+                true,
+            ),
+            // d is in no report; a suite node failed.
+            reported("[SynchronizedBeforeSuite]", failed.clone(), true, false),
+        ];
+        let results = merge(&specs, &reports, SpecSet::Apps);
+        let outcomes: Vec<(&str, &Outcome)> = results
+            .iter()
+            .map(|r| (r.spec.as_str(), &r.outcome))
+            .collect();
+        assert_eq!(
+            outcomes,
+            vec![
+                ("[sig-apps] a [Conformance]", &failed),
+                ("[sig-apps] b", &Outcome::Passed),
+                ("[sig-apps] c", &Outcome::Skipped("needs gce".into())),
+                ("[sig-apps] d", &Outcome::NotRun),
+                ("[SynchronizedBeforeSuite]", &failed),
+            ]
+        );
+    }
 }
