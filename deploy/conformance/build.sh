@@ -44,6 +44,11 @@ if [[ ! -f "$set_dir/bin/.complete" || ! -f "$plane_module/go.mod" ]]; then
   [[ -f "$plane_build" ]] || { echo "error: build the control plane first (mini-kcm build-plane)" >&2; exit 1; }
   bash "$plane_build" >&2
 fi
+[[ -f "$plane_module/go.mod" ]] || {
+  echo "error: $plane_module/go.mod is missing (the plane binaries were not built here from source);" \
+    "remove $set_dir/bin and build the plane again" >&2
+  exit 1
+}
 
 mkdir -p "$out_dir"
 exec 9>"$out_dir/.build.lock"
