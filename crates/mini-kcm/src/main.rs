@@ -7,6 +7,8 @@
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
 //! - `mini-kcm bench` runs mini-kcm and kube-controller-manager side by side on a local plane
 //!   (docs/performance.md).
+//! - `mini-kcm conformance` runs Kubernetes' own e2e specs for these controllers on a local plane, with
+//!   `--compare` beside kube-controller-manager's (docs/conformance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod duration;
@@ -56,6 +58,9 @@ enum Command {
     Rollout(rollout::RolloutArgs),
     /// Benchmark mini-kcm against kube-controller-manager on a local plane (docs/performance.md).
     Bench(mini_kcm_bench::BenchArgs),
+    /// Run Kubernetes' own e2e specs for Deployments, ReplicaSets and DaemonSets on a local plane with
+    /// mini-kcm's controllers (and with kube-controller-manager's: --compare) (docs/conformance.md).
+    Conformance(mini_kcm_conformance::ConformanceArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
 }
@@ -77,6 +82,10 @@ async fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
         Command::Bench(args) => mini_kcm_bench::run(args)
+            .await
+            .map(|_| ())
+            .map_err(Into::into),
+        Command::Conformance(args) => mini_kcm_conformance::run(args)
             .await
             .map(|_| ())
             .map_err(Into::into),
