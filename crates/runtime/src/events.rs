@@ -1,53 +1,84 @@
-//! Kubernetes events, as the upstream controllers emit them (same reasons and messages).
+//! Kubernetes events, as the upstream controllers emit them: core/v1 Events (the API of client-go's
+//! `record.EventRecorder`, which kube-controller-manager's workload controllers use), with the same
+//! reasons, messages and correlation.
 //!
-//! Publishing an event is an API call; a sync must not wait for it. [`EventRecorder`] queues events on a
-//! bounded channel and one background task publishes them (through kube's `Recorder`, which also
-//! aggregates repeats into a series). If the channel is full, the event is dropped with a warning, like
-//! client-go's broadcaster does under pressure.
+//! Publishing an event is an API call; a sync must not wait for it. [`EventRecorder`] correlates each
+//! event on the spot (see [`crate::event_correlation`]: a burst of similar events becomes a few Events
+//! whose counts are patched) and queues the resulting write on a bounded channel; one background task
+//! makes the writes, retrying transient failures like client-go's broadcaster (12 tries, 10 s apart).
+//! Correlation keeps the queue short; if it still fills, the write is dropped, counted and logged.
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::mpsc;
 
-const QUEUE_LENGTH: usize = 1000;
+use crate::api_errors::is_not_found;
+use crate::event_correlation::{Correlated, EventCorrelator, EventIdentity, SeriesId};
 
-/// Sends events for one controller (the `reportingController`, e.g. `replicaset-controller`).
+/// client-go's `maxQueuedEvents`.
+const QUEUE_LENGTH: usize = 1000;
+/// client-go's `maxTriesPerEvent`.
+const MAX_TRIES: u32 = 12;
+/// client-go's `defaultSleepDuration` between tries.
+const RETRY_SLEEP: Duration = Duration::from_secs(10);
+/// How many series names the publisher remembers (like the correlator's tables).
+const REMEMBERED_SERIES: usize = 4096;
+
+/// One write for the publisher.
+struct EventWrite {
+    series: SeriesId,
+    /// The count to write (1: a new Event).
+    count: i32,
+    type_: &'static str,
+    reason: String,
+    action: String,
+    message: String,
+    regarding: ObjectReference,
+    related: Option<ObjectReference>,
+}
+
+/// Sends events for one controller (the event source's component, e.g. `replicaset-controller`).
 #[derive(Clone)]
 pub struct EventRecorder {
-    tx: mpsc::Sender<(Event, ObjectReference)>,
+    component: Arc<str>,
+    correlator: Arc<Mutex<EventCorrelator>>,
+    tx: mpsc::Sender<EventWrite>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl EventRecorder {
     /// Starts the publishing task. Must be called inside a tokio runtime.
     pub fn new(client: Client, controller: &str) -> Self {
-        let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(QUEUE_LENGTH);
-        let recorder = Recorder::new(
-            client,
-            Reporter {
-                controller: controller.to_string(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
-        tokio::spawn(async move {
-            while let Some((event, regarding)) = rx.recv().await {
-                if let Err(e) = recorder.publish(&event, &regarding).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "could not publish an event");
-                }
-            }
-        });
-        EventRecorder { tx }
+        let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
+        tokio::spawn(publish(client, controller.to_string(), rx));
+        Self::with_sender(controller, tx)
     }
 
     /// A recorder that drops everything (unit tests).
     pub fn disabled() -> Self {
         let (tx, _) = mpsc::channel(1);
-        EventRecorder { tx }
+        Self::with_sender("disabled", tx)
+    }
+
+    fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>) -> Self {
+        EventRecorder {
+            component: controller.into(),
+            correlator: Arc::new(Mutex::new(EventCorrelator::new())),
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     /// A Normal event about `regarding`. `related` names the other object involved (e.g. the pod a
-    /// ReplicaSet created); it also keeps events about different pods apart, since kube's recorder folds
-    /// events with the same reason, regarding and related object into one series.
+    /// ReplicaSet created); it is written in the Event's `related` field but, as upstream, takes no
+    /// part in correlation. `action` goes to the Event's `action` field.
     pub fn normal(
         &self,
         regarding: &ObjectReference,
@@ -56,7 +87,7 @@ impl EventRecorder {
         action: &str,
         note: String,
     ) {
-        self.send(EventType::Normal, regarding, related, reason, action, note);
+        self.send("Normal", regarding, related, reason, action, note);
     }
 
     /// A Warning event; see [`EventRecorder::normal`].
@@ -68,31 +99,180 @@ impl EventRecorder {
         action: &str,
         note: String,
     ) {
-        self.send(EventType::Warning, regarding, related, reason, action, note);
+        self.send("Warning", regarding, related, reason, action, note);
+    }
+
+    /// Writes dropped because the queue was full, since start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     fn send(
         &self,
-        type_: EventType,
+        type_: &'static str,
         regarding: &ObjectReference,
         related: Option<ObjectReference>,
         reason: &str,
         action: &str,
-        note: String,
+        message: String,
     ) {
-        let event = Event {
-            type_,
+        let identity = EventIdentity {
+            component: self.component.to_string(),
+            kind: regarding.kind.clone().unwrap_or_default(),
+            api_version: regarding.api_version.clone().unwrap_or_default(),
+            namespace: regarding.namespace.clone().unwrap_or_default(),
+            name: regarding.name.clone().unwrap_or_default(),
+            uid: regarding.uid.clone().unwrap_or_default(),
+            type_: type_.to_string(),
             reason: reason.to_string(),
-            note: Some(note),
-            action: action.to_string(),
-            secondary: related,
+            message,
         };
-        if let Err(mpsc::error::TrySendError::Full(_)) =
-            self.tx.try_send((event, regarding.clone()))
-        {
-            tracing::warn!(reason, "event queue full; dropping an event");
+        let decision = match self.correlator.lock() {
+            Ok(mut correlator) => correlator.correlate(&identity, tokio::time::Instant::now()),
+            // A panic while holding the lock left the tables half-updated; events are best effort.
+            Err(poisoned) => poisoned
+                .into_inner()
+                .correlate(&identity, tokio::time::Instant::now()),
+        };
+        let (series, count, message) = match decision {
+            Correlated::Create { message, series } => (series, 1, message),
+            Correlated::Patch {
+                message,
+                count,
+                series,
+            } => (series, count, message),
+            Correlated::Skip => {
+                tracing::debug!(reason, "event skipped by the spam filter");
+                return;
+            }
+        };
+        let write = EventWrite {
+            series,
+            count,
+            type_,
+            reason: identity.reason,
+            action: action.to_string(),
+            message,
+            regarding: regarding.clone(),
+            related,
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(write) {
+            let dropped = self
+                .dropped
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
+            tracing::warn!(reason, dropped, "event queue full; dropping an event write");
         }
     }
+}
+
+/// The background task: makes each write, remembering which Event each series created.
+async fn publish(client: Client, component: String, mut rx: mpsc::Receiver<EventWrite>) {
+    let mut names: HashMap<SeriesId, String> = HashMap::new();
+    while let Some(write) = rx.recv().await {
+        if names.len() >= REMEMBERED_SERIES && !names.contains_key(&write.series) {
+            // Forgotten series start a new Event on their next write, as after an LRU eviction.
+            names.clear();
+        }
+        let mut tries = 0;
+        loop {
+            match write_once(&client, &component, &write, &mut names).await {
+                Ok(()) => break,
+                Err(e) if is_final(&e) => {
+                    tracing::debug!(error = %e, reason = %write.reason, "server rejected an event");
+                    break;
+                }
+                Err(e) => {
+                    tries += 1;
+                    if tries >= MAX_TRIES {
+                        tracing::warn!(error = %e, reason = %write.reason, "could not write an event; giving up");
+                        break;
+                    }
+                    // Like client-go, spread the first retry so clients do not retry in step.
+                    let delay = if tries == 1 {
+                        RETRY_SLEEP.mul_f64(rand::random::<f64>())
+                    } else {
+                        RETRY_SLEEP
+                    };
+                    tracing::debug!(error = %e, ?delay, "could not write an event; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+}
+
+/// Errors the API server will give again: not worth a retry (client-go retries only transport errors).
+fn is_final(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(_))
+}
+
+async fn write_once(
+    client: &Client,
+    component: &str,
+    write: &EventWrite,
+    names: &mut HashMap<SeriesId, String>,
+) -> Result<(), kube::Error> {
+    let namespace = write
+        .regarding
+        .namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    if write.count > 1
+        && let Some(name) = names.get(&write.series)
+    {
+        let patch = serde_json::json!({
+            "count": write.count,
+            "lastTimestamp": now,
+            "message": write.message,
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            // Deleted meanwhile (e.g. expired): start a new Event, as client-go does.
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let name = event_name(write.regarding.name.as_deref().unwrap_or_default(), &now);
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace),
+            ..ObjectMeta::default()
+        },
+        involved_object: write.regarding.clone(),
+        related: write.related.clone(),
+        reason: Some(write.reason.clone()),
+        message: Some(write.message.clone()),
+        action: Some(write.action.clone()),
+        type_: Some(write.type_.to_string()),
+        count: Some(write.count),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        source: Some(EventSource {
+            component: Some(component.to_string()),
+            host: None,
+        }),
+        reporting_component: Some(component.to_string()),
+        ..Event::default()
+    };
+    api.create(&PostParams::default(), &event).await?;
+    names.insert(write.series.clone(), name);
+    Ok(())
+}
+
+/// `<object name>.<nanoseconds in hex>`, as client-go names events; shortened to stay a valid name.
+fn event_name(object_name: &str, now: &Time) -> String {
+    let suffix = format!(".{:x}", now.0.as_nanosecond());
+    let keep = 253usize.saturating_sub(suffix.len());
+    let prefix: String = object_name.chars().take(keep).collect();
+    format!("{prefix}{suffix}")
 }
 
 /// The reference an event is about.
@@ -109,5 +289,17 @@ pub fn object_reference<K: kube::Resource>(
         uid: meta.uid.clone(),
         resource_version: meta.resource_version.clone(),
         field_path: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_follow_client_go_and_stay_valid() {
+        let now = Time(k8s_openapi::jiff::Timestamp::from_nanosecond(255).unwrap());
+        assert_eq!(event_name("web", &now), "web.ff");
+        assert!(event_name(&"a".repeat(300), &now).len() <= 253);
     }
 }

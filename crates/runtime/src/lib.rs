@@ -6,6 +6,7 @@ pub mod client;
 pub mod consistency;
 pub mod controller;
 pub mod decisions;
+pub mod event_correlation;
 pub mod events;
 pub mod expectations;
 pub mod informers;
