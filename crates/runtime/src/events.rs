@@ -260,6 +260,7 @@ async fn write_once(
             host: None,
         }),
         reporting_component: Some(component.to_string()),
+        reporting_instance: std::env::var("POD_NAME").ok(),
         ..Event::default()
     };
     api.create(&PostParams::default(), &event).await?;
