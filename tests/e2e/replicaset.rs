@@ -43,6 +43,7 @@ for_both_families!(
     never_touches_a_pod_owned_by_another_controller,
     deleting_the_replica_set_garbage_collects_its_pods,
     reports_replica_failure_when_pods_are_rejected,
+    a_scale_up_writes_correlated_events,
 );
 
 async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
@@ -534,6 +535,59 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
         },
     )
     .await;
+    manager.stop().await;
+}
+
+/// A scale-up of 20 pods writes upstream's correlated events: 9 `Created pod: …` Events and one
+/// `(combined from similar events): …` Event whose count is patched, the counts summing to the 20
+/// creations (20 is within the spam filter's burst of 25, so nothing is skipped).
+async fn a_scale_up_writes_correlated_events(family: ApiFamily) {
+    const PODS: i32 = 20;
+    let (ns, manager) = setup("rs-events", family).await;
+    let created = replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", PODS, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    wait_owned_pods(&ns, "web", &uid, PODS as usize).await;
+    let count = |e: &k8s_openapi::api::core::v1::Event| e.count.unwrap_or(1);
+    let about_rs = |e: &&k8s_openapi::api::core::v1::Event| {
+        e.involved_object.uid.as_deref() == Some(uid.as_str())
+            && e.reason.as_deref() == Some("SuccessfulCreate")
+    };
+    let events = ns
+        .wait_for_list(
+            &ns.api::<k8s_openapi::api::core::v1::Event>(),
+            watcher::Config::default(),
+            &format!("SuccessfulCreate events counting {PODS} creations"),
+            TIMEOUT,
+            |events| events.iter().filter(about_rs).map(count).sum::<i32>() >= PODS,
+        )
+        .await;
+    let created: Vec<_> = events.iter().filter(about_rs).collect();
+    assert_eq!(created.iter().map(|e| count(e)).sum::<i32>(), PODS);
+    assert_eq!(
+        created.len(),
+        10,
+        "9 single events and one combined: {created:#?}"
+    );
+    let combined: Vec<_> = created
+        .iter()
+        .filter(|e| {
+            e.message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("(combined from similar events): Created pod: "))
+        })
+        .collect();
+    assert_eq!(combined.len(), 1, "{created:#?}");
+    assert_eq!(count(combined[0]), PODS - 9);
+    for e in &created {
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
+        assert_eq!(
+            e.source.as_ref().and_then(|s| s.component.as_deref()),
+            Some("replicaset-controller")
+        );
+    }
     manager.stop().await;
 }
 
