@@ -6,10 +6,10 @@
 //! event on the spot (see [`crate::event_correlation`]: a burst of similar events becomes a few Events
 //! whose counts are patched) and queues the resulting write on a bounded channel; one background task
 //! makes the writes, retrying transient failures like client-go's broadcaster (12 tries, 10 s apart).
-//! Correlation keeps the queue short; if it still fills, the write is dropped, counted and logged.
+//! Correlation keeps the queue short; if it still fills, the write is dropped, counted in
+//! `<controller>_events_dropped_total` and logged.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +31,40 @@ const RETRY_SLEEP: Duration = Duration::from_secs(10);
 /// How many series names the publisher remembers (like the correlator's tables).
 const REMEMBERED_SERIES: usize = 4096;
 
+/// `<subsystem>_events_dropped_total`: event writes dropped because the publisher's queue was full.
+#[derive(Clone)]
+pub struct EventDrops(prometheus::IntCounter);
+
+impl EventDrops {
+    /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
+    pub fn register(
+        registry: &prometheus::Registry,
+        subsystem: &str,
+    ) -> Result<Self, prometheus::Error> {
+        let counter = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new(
+                "events_dropped_total",
+                "Number of event writes dropped because the event queue was full.",
+            )
+            .subsystem(subsystem),
+        )?;
+        registry.register(Box::new(counter.clone()))?;
+        Ok(EventDrops(counter))
+    }
+
+    /// A counter registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        let counter = prometheus::IntCounter::new("unregistered", "unregistered")
+            .unwrap_or_else(|_| unreachable!("static metric options are valid"));
+        EventDrops(counter)
+    }
+
+    /// Drops counted so far.
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
 /// One write for the publisher.
 struct EventWrite {
     series: SeriesId,
@@ -50,29 +84,30 @@ pub struct EventRecorder {
     component: Arc<str>,
     correlator: Arc<Mutex<EventCorrelator>>,
     tx: mpsc::Sender<EventWrite>,
-    dropped: Arc<AtomicU64>,
+    dropped: EventDrops,
 }
 
 impl EventRecorder {
     /// Starts the publishing task. Must be called inside a tokio runtime.
-    pub fn new(client: Client, controller: &str) -> Self {
+    /// Drops (queue full) are counted in `dropped`.
+    pub fn new(client: Client, controller: &str, dropped: EventDrops) -> Self {
         let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
         tokio::spawn(publish(client, controller.to_string(), rx));
-        Self::with_sender(controller, tx)
+        Self::with_sender(controller, tx, dropped)
     }
 
     /// A recorder that drops everything (unit tests).
     pub fn disabled() -> Self {
         let (tx, _) = mpsc::channel(1);
-        Self::with_sender("disabled", tx)
+        Self::with_sender("disabled", tx, EventDrops::unregistered())
     }
 
-    fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>) -> Self {
+    fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>, dropped: EventDrops) -> Self {
         EventRecorder {
             component: controller.into(),
             correlator: Arc::new(Mutex::new(EventCorrelator::new())),
             tx,
-            dropped: Arc::new(AtomicU64::new(0)),
+            dropped,
         }
     }
 
@@ -100,11 +135,6 @@ impl EventRecorder {
         note: String,
     ) {
         self.send("Warning", regarding, related, reason, action, note);
-    }
-
-    /// Writes dropped because the queue was full, since start.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
     }
 
     fn send(
@@ -157,11 +187,12 @@ impl EventRecorder {
             related,
         };
         if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(write) {
-            let dropped = self
-                .dropped
-                .fetch_add(1, Ordering::Relaxed)
-                .saturating_add(1);
-            tracing::warn!(reason, dropped, "event queue full; dropping an event write");
+            self.dropped.0.inc();
+            tracing::warn!(
+                reason,
+                dropped = self.dropped.get(),
+                "event queue full; dropping an event write"
+            );
         }
     }
 }

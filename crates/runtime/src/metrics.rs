@@ -5,6 +5,7 @@ use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
 
 use crate::consistency::StaleSyncSkips;
+use crate::events::EventDrops;
 use crate::worker::SyncPanics;
 
 #[derive(Clone)]
@@ -13,6 +14,8 @@ pub struct ControllerMetrics {
     pub stale_sync_skips: StaleSyncSkips,
     /// `<subsystem>_sync_panics_total` (see `crate::worker`).
     pub sync_panics: SyncPanics,
+    /// `<subsystem>_events_dropped_total` (see `crate::events`).
+    pub events_dropped: EventDrops,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
 }
@@ -27,6 +30,7 @@ impl ControllerMetrics {
         Ok(ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
             sync_panics: SyncPanics::register(registry, subsystem)?,
+            events_dropped: EventDrops::register(registry, subsystem)?,
             queue,
         })
     }
@@ -36,6 +40,7 @@ impl ControllerMetrics {
         ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::unregistered(),
             sync_panics: SyncPanics::unregistered(),
+            events_dropped: EventDrops::unregistered(),
             queue: None,
         }
     }

@@ -135,7 +135,11 @@ impl DaemonSetController {
         consistency.track(&daemon_sets);
         consistency.track(&revisions);
         let resource = WorkloadKind::DaemonSet.api_resource(family);
-        let recorder = EventRecorder::new(client.clone(), EVENT_COMPONENT);
+        let recorder = EventRecorder::new(
+            client.clone(),
+            EVENT_COMPONENT,
+            metrics.events_dropped.clone(),
+        );
         let controller = DaemonSetController {
             inner: Arc::new(Shared {
                 daemon_sets: Owners::new(daemon_sets, resource.clone(), |ds| &ds.spec.selector),

@@ -125,7 +125,11 @@ impl DeploymentController {
                     controller_rate_limiter(options.max_retry_delay),
                     metrics.queue.clone(),
                 ),
-                recorder: EventRecorder::new(client.clone(), EVENT_COMPONENT),
+                recorder: EventRecorder::new(
+                    client.clone(),
+                    EVENT_COMPONENT,
+                    metrics.events_dropped.clone(),
+                ),
                 client,
                 options,
                 metrics,

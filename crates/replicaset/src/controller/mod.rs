@@ -100,7 +100,11 @@ impl ReplicaSetController {
         let consistency = ConsistencyStore::default();
         consistency.track(&pods);
         consistency.track(&replica_sets);
-        let recorder = EventRecorder::new(client.clone(), EVENT_COMPONENT);
+        let recorder = EventRecorder::new(
+            client.clone(),
+            EVENT_COMPONENT,
+            metrics.events_dropped.clone(),
+        );
         let controller = ReplicaSetController {
             inner: Arc::new(Shared {
                 options,
