@@ -201,8 +201,8 @@ impl DaemonSetController {
         }
         for event in plan.events {
             decisions::reason(format_args!("{}: {}", event.reason, event.message));
-            // The pod as the related object keeps events about different pods apart (kube's recorder
-            // folds events with the same reason, regarding and related object into one series).
+            // The pod as the related object tells readers which pod (upstream names it only in the
+            // message); correlation ignores it, as upstream's.
             let related = Some(ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
