@@ -7,9 +7,12 @@
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
 //! - `mini-kcm bench` runs mini-kcm and kube-controller-manager side by side on a local plane
 //!   (docs/performance.md).
+//! - `mini-kcm explain` shows one object's queue state, expectations, tree and decisions from a running
+//!   manager (docs/live-view.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod duration;
+mod explain;
 mod rollout;
 mod run;
 mod up;
@@ -56,6 +59,9 @@ enum Command {
     Rollout(rollout::RolloutArgs),
     /// Benchmark mini-kcm against kube-controller-manager on a local plane (docs/performance.md).
     Bench(mini_kcm_bench::BenchArgs),
+    /// Explain what a running manager does to one object and why: queue state, expectations,
+    /// ReplicaSets and pods or node map, recent decisions (docs/live-view.md).
+    Explain(explain::ExplainArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
 }
@@ -76,6 +82,7 @@ async fn main() -> std::process::ExitCode {
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
+        Command::Explain(args) => explain::run(args).await,
         Command::Bench(args) => mini_kcm_bench::run(args)
             .await
             .map(|_| ())
