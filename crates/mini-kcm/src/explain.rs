@@ -506,6 +506,20 @@ mod tests {
         assert_eq!(encode("a b&c"), "a%20b%26c");
     }
 
+    /// A plane slot names its manager only while its owner runs (a stopped `up` leaves the file).
+    #[test]
+    fn a_slot_names_its_manager_only_while_its_owner_runs() {
+        let slot = std::env::temp_dir().join(format!("explain-slot-{}", std::process::id()));
+        std::fs::create_dir_all(&slot).unwrap();
+        std::fs::write(slot.join(MANAGER_ADDR_FILE), "127.0.0.1:4242\n").unwrap();
+        std::fs::write(slot.join("owner.pid"), std::process::id().to_string()).unwrap();
+        assert_eq!(live_manager_addr(&slot).as_deref(), Some("127.0.0.1:4242"));
+        // Above the kernel's pid limit (2^22): no such process.
+        std::fs::write(slot.join("owner.pid"), "4194305").unwrap();
+        assert_eq!(live_manager_addr(&slot), None);
+        std::fs::remove_dir_all(&slot).unwrap();
+    }
+
     #[tokio::test]
     async fn nothing_listening_is_a_clear_error() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
