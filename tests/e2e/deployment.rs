@@ -258,6 +258,33 @@ async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     bounds.assert_never_broken();
     let new_rs = rss.iter().find(|rs| replicas_of(rs) == replicas).unwrap();
     assert_eq!(new_rs.metadata.annotations.as_ref().unwrap()[REVISION], "2");
+
+    // The decision log shows the rollout's steps with the numbers they rest on.
+    let decisions = manager.decisions(&ns.name, "web").await;
+    let new_name = new_rs.metadata.name.clone().unwrap();
+    let lines = |d: &mini_kcm_runtime::decisions::Decision| {
+        d.plan.iter().chain(&d.reasons).cloned().collect::<Vec<_>>()
+    };
+    let all: Vec<String> = decisions.iter().flat_map(lines).collect();
+    let has = |needle: &str| all.iter().any(|l| l.contains(needle));
+    assert!(
+        has(&format!(
+            "created new ReplicaSet {new_name} (pod-template-hash"
+        )),
+        "{all:#?}"
+    );
+    assert!(
+        has("room to surge: ") && has("replicas + maxSurge (6 + 2 = 8)"),
+        "{all:#?}"
+    );
+    assert!(
+        has("minAvailable 5 (replicas 6 − maxUnavailable 1)"),
+        "{all:#?}"
+    );
+    assert!(
+        has(&format!("Scaled up replica set {new_name}")),
+        "{all:#?}"
+    );
     manager.stop().await;
 }
 

@@ -120,6 +120,25 @@ async fn scales_up_and_down(family: ApiFamily) {
     let uid = created.metadata.uid.clone().unwrap();
     wait_available(&ns, family, "web", 3).await;
     wait_owned_pods(&ns, "web", &uid, 3).await;
+    // The decision log tells why, with the numbers (filed when the sync ends, before its pods show up).
+    let decisions = manager.decisions(&ns.name, "web").await;
+    let created = decisions
+        .iter()
+        .find(|d| d.plan.iter().any(|p| p.starts_with("creating 3 pod(s)")))
+        .unwrap_or_else(|| panic!("no decision to create 3 pods: {decisions:#?}"));
+    assert_eq!(
+        created.plan,
+        ["creating 3 pod(s) in slow-start batches 1, 2"]
+    );
+    assert_eq!(created.reasons, ["too few replicas: 0 active of 3 desired"]);
+    assert_eq!(created.writes.len(), 3, "{created:#?}");
+    assert!(
+        created
+            .writes
+            .iter()
+            .all(|w| w.verb == "create" && w.error.is_none())
+    );
+    assert_eq!(created.kind, "ReplicaSet");
 
     scale(&ns, family, "web", 6).await;
     wait_available(&ns, family, "web", 6).await;
@@ -128,6 +147,30 @@ async fn scales_up_and_down(family: ApiFamily) {
     scale(&ns, family, "web", 1).await;
     let rs = wait_available(&ns, family, "web", 1).await;
     wait_owned_pods(&ns, "web", &uid, 1).await;
+    let decisions = manager.decisions(&ns.name, "web").await;
+    let deleted = decisions
+        .iter()
+        .find(|d| {
+            d.reasons
+                .iter()
+                .any(|r| r == "too many replicas: 6 active of 1 desired")
+        })
+        .unwrap_or_else(|| panic!("no decision to delete 5 pods: {decisions:#?}"));
+    assert_eq!(
+        deleted.plan.len(),
+        5,
+        "one line per pod, with its rank: {deleted:#?}"
+    );
+    assert!(
+        deleted
+            .plan
+            .iter()
+            .all(|p| p.contains("ranked first because"))
+    );
+    assert_eq!(
+        deleted.writes.iter().filter(|w| w.verb == "delete").count(),
+        5
+    );
     let status = rs.status.unwrap();
     assert_eq!(status.ready_replicas, Some(1));
     assert_eq!(status.fully_labeled_replicas, Some(1));

@@ -85,6 +85,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::discovery::ApiResource;
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
+use mini_kcm_runtime::decisions::Decision;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
 
@@ -163,23 +164,43 @@ impl TestManager {
 
     /// The value of a metric sample (`name{labels}` as in the exposition text), 0 if absent.
     pub async fn metric(&self, sample_prefix: &str) -> f64 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(self.metrics_addr)
+        self.get("/metrics")
             .await
-            .unwrap_or_else(|e| panic!("connecting to /metrics: {e}"));
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
-            .await
-            .unwrap_or_else(|e| panic!("requesting /metrics: {e}"));
-        let mut body = String::new();
-        stream
-            .read_to_string(&mut body)
-            .await
-            .unwrap_or_else(|e| panic!("reading /metrics: {e}"));
-        body.lines()
+            .lines()
             .filter(|l| l.starts_with(sample_prefix))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
+    }
+
+    /// The body of a GET on the manager's HTTP address (`/metrics`, `/debug/controllers/...`).
+    pub async fn get(&self, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.metrics_addr)
+            .await
+            .unwrap_or_else(|e| panic!("connecting for {path}: {e}"));
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("requesting {path}: {e}"));
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .await
+            .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+        match answer.split_once("\r\n\r\n") {
+            Some((_, body)) => body.to_string(),
+            None => panic!("{path}: no HTTP answer: {answer}"),
+        }
+    }
+
+    /// The decisions the manager filed about `name` in the test's namespace, newest first.
+    pub async fn decisions(&self, namespace: &str, name: &str) -> Vec<Decision> {
+        let body = self
+            .get(&format!(
+                "/debug/controllers/decisions?namespace={namespace}&name={name}&limit=1000"
+            ))
+            .await;
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("decisions of {name}: {e}: {body}"))
     }
 }
 

@@ -29,7 +29,7 @@ pub enum BenchError {
         #[source]
         source: Box<BenchError>,
     },
-    #[error("no scenarios or no rounds to run")]
+    #[error("no scenarios or no rounds to run, or mini-kcm given as its own baseline")]
     NothingToRun,
 }
 

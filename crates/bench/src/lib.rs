@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// Burst of each controller client, both sides.
     #[arg(long, default_value_t = 30)]
     pub kube_api_burst: u32,
+    /// What mini-kcm is compared with: upstream's kube-controller-manager, or mini-kcm itself without
+    /// its decision log (to measure what the log costs).
+    #[arg(long, value_enum, default_value_t = Side::Upstream)]
+    pub baseline: Side,
     /// The mini-kcm binary to benchmark (default: this executable).
     #[arg(long)]
     pub mini_kcm_binary: Option<PathBuf>,
@@ -62,7 +66,7 @@ pub struct BenchArgs {
 
 /// Runs the benchmark, prints progress on stderr and the table on stdout, writes the files.
 pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
-    if args.rounds == 0 || args.scenarios.is_empty() {
+    if args.rounds == 0 || args.scenarios.is_empty() || args.baseline == Side::MiniKcm {
         return Err(BenchError::NothingToRun);
     }
     let begun = Instant::now();
@@ -125,7 +129,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         };
         let mut runs = Vec::new();
         for round in 1..=args.rounds {
-            for side in Side::BOTH {
+            for side in [Side::MiniKcm, args.baseline] {
                 done_runs += 1;
                 eprintln!(
                     "bench: [{done_runs}/{total_runs}] {} round {round}/{}: {} ...",
@@ -164,7 +168,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             for run in &mut scenario.runs {
                 run::fill_requests(run, &tail);
             }
-            scenario.summary = report::summarize(&scenario.runs);
+            scenario.summary = report::summarize(&scenario.runs, args.baseline);
         }
     }
     plane.stop().await;
@@ -174,6 +178,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         size: args.size,
         sizes,
         rounds: args.rounds,
+        baseline: args.baseline,
         limits,
         kubernetes_version: info.kubernetes_version.clone(),
         mini_kcm_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -49,8 +49,9 @@ pub struct RunResult {
 pub struct MetricSummary {
     pub metric: String,
     pub mini_kcm: Option<f64>,
-    pub upstream: Option<f64>,
-    /// mini-kcm / upstream.
+    /// The baseline's (upstream's, unless `--baseline` says otherwise).
+    pub baseline: Option<f64>,
+    /// mini-kcm / baseline.
     pub ratio: Option<f64>,
 }
 
@@ -70,6 +71,8 @@ pub struct Report {
     pub size: Size,
     pub sizes: Sizes,
     pub rounds: u32,
+    /// What mini-kcm was compared with.
+    pub baseline: Side,
     pub limits: ClientLimits,
     pub kubernetes_version: String,
     pub mini_kcm_version: String,
@@ -99,7 +102,7 @@ const METRICS: [(&str, ReadMetric); 7] = [
 ];
 
 /// Medians per side and their ratio, for every metric.
-pub fn summarize(runs: &[RunResult]) -> Vec<MetricSummary> {
+pub fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
     METRICS
         .iter()
         .map(|(metric, read)| {
@@ -107,12 +110,12 @@ pub fn summarize(runs: &[RunResult]) -> Vec<MetricSummary> {
                 let values: Vec<f64> = runs.iter().filter(|r| r.side == side).map(read).collect();
                 median(&values)
             };
-            let (mini_kcm, upstream) = (of(Side::MiniKcm), of(Side::Upstream));
+            let (mini_kcm, baseline) = (of(Side::MiniKcm), of(baseline));
             MetricSummary {
                 metric: metric.to_string(),
                 mini_kcm,
-                upstream,
-                ratio: ratio(mini_kcm, upstream),
+                baseline,
+                ratio: ratio(mini_kcm, baseline),
             }
         })
         .collect()
@@ -121,16 +124,17 @@ pub fn summarize(runs: &[RunResult]) -> Vec<MetricSummary> {
 /// The table printed on stdout.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    let baseline = report.baseline.name();
     let _ = writeln!(
         out,
-        "mini-kcm bench: size {}, {} round(s), medians; ratio = mini-kcm / upstream",
+        "mini-kcm bench: size {}, {} round(s), medians; ratio = mini-kcm / {baseline}",
         size_name(report.size),
         report.rounds
     );
     let _ = writeln!(
         out,
         "{:<34} {:>12} {:>12} {:>8}",
-        "", "mini-kcm", "upstream", "ratio"
+        "", "mini-kcm", baseline, "ratio"
     );
     for scenario in &report.scenarios {
         let _ = writeln!(
@@ -146,7 +150,7 @@ pub fn table(report: &Report) -> String {
                 "  {:<32} {:>12} {:>12} {:>8}",
                 metric.metric,
                 number(metric.mini_kcm, 2),
-                number(metric.upstream, 2),
+                number(metric.baseline, 2),
                 number(metric.ratio, 2)
             );
         }
@@ -180,6 +184,7 @@ pub fn plot(scenario: &ScenarioResult) -> String {
             color: match run.side {
                 Side::MiniKcm => "#1f77b4".into(),
                 Side::Upstream => "#ff7f0e".into(),
+                Side::MiniKcmNoDecisionLog => "#2ca02c".into(),
             },
             dashed: run.round > 1,
             points: run.ready_pods.clone(),
@@ -252,10 +257,10 @@ mod tests {
             run(Side::MiniKcm, 3, 50.0, 110),
             run(Side::Upstream, 3, 25.0, 60),
         ];
-        let summary = summarize(&runs);
+        let summary = summarize(&runs, Side::Upstream);
         let time = &summary[0];
         assert_eq!(time.mini_kcm, Some(12.0));
-        assert_eq!(time.upstream, Some(25.0));
+        assert_eq!(time.baseline, Some(25.0));
         assert_eq!(time.ratio, Some(12.0 / 25.0));
         let writes = summary.iter().find(|m| m.metric == "API writes").unwrap();
         assert_eq!(writes.ratio, Some(110.0 / 60.0));
@@ -274,6 +279,7 @@ mod tests {
             size: Size::Small,
             sizes: Sizes::of(Size::Small),
             rounds: 1,
+            baseline: Side::Upstream,
             limits: ClientLimits {
                 qps: 20.0,
                 burst: 30,
@@ -292,7 +298,7 @@ mod tests {
                     qps: 20.0,
                     burst: 30,
                 },
-                summary: summarize(&runs),
+                summary: summarize(&runs, Side::Upstream),
                 runs,
             }],
         };

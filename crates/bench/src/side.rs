@@ -14,21 +14,21 @@ use serde_json::{Value, json};
 
 use crate::BenchError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Side {
     MiniKcm,
     Upstream,
+    /// mini-kcm with `--decision-log=false`: the baseline that measures what the decision log costs.
+    MiniKcmNoDecisionLog,
 }
 
 impl Side {
-    /// A then B, in every round.
-    pub const BOTH: [Side; 2] = [Side::MiniKcm, Side::Upstream];
-
     pub fn name(self) -> &'static str {
         match self {
             Side::MiniKcm => "mini-kcm",
             Side::Upstream => "upstream",
+            Side::MiniKcmNoDecisionLog => "mini-kcm-no-decision-log",
         }
     }
 }
@@ -103,7 +103,7 @@ pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<
     let burst = format!("--kube-api-burst={}", launch.limits.burst);
     let kubeconfig = format!("--kubeconfig={}", launch.kubeconfig.display());
     match side {
-        Side::MiniKcm => (
+        Side::MiniKcm | Side::MiniKcmNoDecisionLog => (
             launch.mini_kcm_binary.clone(),
             vec![
                 "run".into(),
@@ -114,6 +114,7 @@ pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<
                 "--leader-elect=false".into(),
                 // Any free port: readiness is shown by the probe objects.
                 "--metrics-addr=127.0.0.1:0".into(),
+                format!("--decision-log={}", side == Side::MiniKcm),
             ],
         ),
         Side::Upstream => (

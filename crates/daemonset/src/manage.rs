@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::decisions::NodePlacement;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use tokio::time::Instant;
 
@@ -313,6 +314,38 @@ pub fn plan_manage<N: Borrow<Node>>(
     plan.pods_to_delete
         .extend(unscheduled_pods_without_node(nodes, node_to_pods));
     plan
+}
+
+/// The node → pod map of one sync, for the decision log: every node, whether the DaemonSet wants a pod
+/// there, its daemon pods there, and why it is not wanted (or why the pod is missing). Derived from the
+/// same snapshot as [`plan_manage`]; nothing keeps it between syncs.
+pub fn node_map<N: Borrow<Node>>(
+    placement: &DaemonPlacement,
+    nodes: &[N],
+    node_to_pods: &BTreeMap<String, Vec<&Pod>>,
+) -> Vec<NodePlacement> {
+    nodes
+        .iter()
+        .map(|node| {
+            let node: &Node = node.borrow();
+            let node_name = node.metadata.name.as_deref().unwrap_or_default();
+            let pods: Vec<String> = node_to_pods
+                .get(node_name)
+                .map(|pods| pods.iter().map(|p| name(p).to_owned()).collect())
+                .unwrap_or_default();
+            let decision = placement.evaluate(node);
+            let why = placement.why_not(node).or_else(|| {
+                pods.is_empty()
+                    .then(|| "no daemon pod here yet: one is to be created".to_string())
+            });
+            NodePlacement {
+                node: node_name.to_owned(),
+                should_run: decision.should_run,
+                pods,
+                why,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -161,6 +161,34 @@ impl DaemonPlacement {
         }
     }
 
+    /// Why the DaemonSet's pod does not belong on `node` (`None` when it does): the same checks as
+    /// [`DaemonPlacement::evaluate`], named, for the decision log's node map.
+    pub fn why_not(&self, node: &Node) -> Option<String> {
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        if let Some(wanted) = self.node_name.as_deref().filter(|n| *n != node_name) {
+            return Some(format!("the template's nodeName is {wanted}"));
+        }
+        if !self.matches_required_affinity(node) {
+            return Some(
+                "nodeSelector or required node affinity does not match the node's labels".into(),
+            );
+        }
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let blocking = |t: &Taint| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE;
+        self.find_untolerated(taints, blocking).map(|t| {
+            let value = t
+                .value
+                .as_deref()
+                .map(|v| format!("={v}"))
+                .unwrap_or_default();
+            format!("node does not tolerate taint {}{value}:{}", t.key, t.effect)
+        })
+    }
+
     /// The first taint passing `filter` that no toleration tolerates.
     fn find_untolerated<'t>(
         &self,
@@ -1136,5 +1164,21 @@ pub(crate) mod tests {
         let again = host.clone();
         add_or_update_daemon_pod_tolerations(&mut host);
         assert_eq!(host, again);
+    }
+
+    #[test]
+    fn why_not_names_the_check_that_failed() {
+        let ds = new_ds("ds");
+        let placement = DaemonPlacement::new(&ds);
+        assert_eq!(placement.why_not(&new_node("n1", None)), None);
+        let tainted_node = tainted(
+            new_node("n2", None),
+            vec![taint("x", Some("y"), "NoSchedule")],
+        );
+        assert_eq!(
+            placement.why_not(&tainted_node).as_deref(),
+            Some("node does not tolerate taint x=y:NoSchedule")
+        );
+        assert!(!placement.evaluate(&tainted_node).should_run);
     }
 }

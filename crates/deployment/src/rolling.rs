@@ -19,7 +19,7 @@ use crate::replica_sets::{
     get_replica_count_for_replica_sets,
 };
 use crate::scale::ScaleStep;
-use crate::strategy::{max_unavailable, rolling_params, saturating_sum};
+use crate::strategy::{max_surge, max_unavailable, rolling_params, saturating_sum};
 use crate::{DeploymentObject, Error, ReplicaSetObject};
 
 /// The size the new ReplicaSet may grow to now (upstream's `NewRSNewReplicas`).
@@ -247,6 +247,73 @@ pub fn reconcile_old_replica_sets(
     plan.steps.extend(scale_down);
     plan.scaled = cleanup.scaled_down.saturating_add(scaled_down) > 0;
     plan
+}
+
+/// Why the new ReplicaSet of a rolling update grows, shrinks or waits, in the numbers
+/// [`reconcile_new_replica_set`] decides on (for the decision log); `None` when it has all its replicas.
+pub fn why_new_replica_set_step(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> Option<String> {
+    let replicas = deployment_replicas(d);
+    let current = rs_replicas(new_rs);
+    let rs_name = new_rs.metadata.name.as_deref().unwrap_or_default();
+    if current > replicas {
+        return Some(format!(
+            "new ReplicaSet {rs_name} has {current} of {replicas} wanted: scale it down"
+        ));
+    }
+    if current == replicas {
+        return None;
+    }
+    let total = get_replica_count_for_replica_sets(all_rss);
+    let surge = max_surge(d);
+    let limit = replicas.saturating_add(surge);
+    Some(if total >= limit {
+        format!(
+            "surge blocked: {total} pods ≥ replicas + maxSurge ({replicas} + {surge} = {limit}); new ReplicaSet {rs_name} stays at {current}"
+        )
+    } else {
+        let to = current.saturating_add(
+            limit
+                .saturating_sub(total)
+                .min(replicas.saturating_sub(current)),
+        );
+        format!(
+            "room to surge: {total} pods < replicas + maxSurge ({replicas} + {surge} = {limit}); new ReplicaSet {rs_name} may grow from {current} to {to}"
+        )
+    })
+}
+
+/// Why old ReplicaSets of a rolling update shrink or wait (for the decision log), from the numbers
+/// [`reconcile_old_replica_sets`] decides on; `None` when no old replicas are left.
+pub fn why_old_replica_sets(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    old_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> Option<String> {
+    let old = get_replica_count_for_replica_sets(old_rss);
+    if old == 0 {
+        return None;
+    }
+    let all_pods = get_replica_count_for_replica_sets(all_rss);
+    let replicas = deployment_replicas(d);
+    let unavailable = max_unavailable(d);
+    let min_available = replicas.saturating_sub(unavailable);
+    let new_unavailable = rs_replicas(new_rs).saturating_sub(rs_available_replicas(new_rs));
+    let may_go = all_pods
+        .saturating_sub(min_available)
+        .saturating_sub(new_unavailable);
+    let sum = format!(
+        "{all_pods} pods − minAvailable {min_available} (replicas {replicas} − maxUnavailable {unavailable}) − {new_unavailable} unavailable new = {may_go}"
+    );
+    Some(if may_go <= 0 {
+        format!("scale-down blocked: {sum}: no old pod may go yet")
+    } else {
+        format!("{old} old replicas, at most {may_go} may go now: {sum}")
+    })
 }
 
 #[cfg(test)]
@@ -785,5 +852,34 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn reasons_name_the_numbers_the_plans_use() {
+        let d = deployment("foo", 10, 3, 2);
+        let new = with_status(rs("foo-new", 5), 5, 0);
+        let old = with_status(rs("foo-old", 8), 8, 8);
+        let all = [&old, &new];
+        assert_eq!(
+            why_new_replica_set_step(&d, &all, &new).unwrap(),
+            "surge blocked: 13 pods ≥ replicas + maxSurge (10 + 3 = 13); new ReplicaSet foo-new stays at 5"
+        );
+        let small_old = with_status(rs("foo-old", 4), 4, 4);
+        assert_eq!(
+            why_new_replica_set_step(&d, &[&small_old, &new], &new).unwrap(),
+            "room to surge: 9 pods < replicas + maxSurge (10 + 3 = 13); new ReplicaSet foo-new may grow from 5 to 9"
+        );
+        // The same numbers as the plan: 13 − 8 − 5 = 0, so nothing may go (upstream's "stays there").
+        assert_eq!(
+            reconcile_old_replica_sets(&d, &all, &[&old], &new).steps,
+            []
+        );
+        assert_eq!(
+            why_old_replica_sets(&d, &all, &[&old], &new).unwrap(),
+            "scale-down blocked: 13 pods − minAvailable 8 (replicas 10 − maxUnavailable 2) − 5 unavailable new = 0: no old pod may go yet"
+        );
+        let done = with_status(rs("foo-new", 10), 10, 10);
+        assert_eq!(why_new_replica_set_step(&d, &[&done], &done), None);
+        assert_eq!(why_old_replica_sets(&d, &[&done], &[], &done), None);
     }
 }

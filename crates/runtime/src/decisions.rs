@@ -13,11 +13,13 @@
 //! files the draft with its outcome, unless the sync decided nothing (a status refresh with nothing to
 //! do is not a decision). Outside a sync, or with the log disabled, these calls do nothing.
 //!
-//! Memory is bounded whatever the cluster does: at most [`DecisionLimits::per_object`] decisions for
-//! each of at most [`DecisionLimits::objects`] objects (the object with the oldest last decision is
-//! forgotten first), each decision with at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes
-//! and [`MAX_WRITES`] writes; the node map at most [`MAX_NODES`] nodes. With the defaults (8 per object,
-//! 2 000 objects) that is at most 16 000 decisions of at most ≈ 12 KiB each; a typical one is ≈ 0.5 KiB.
+//! Memory is bounded whatever the cluster does: at most [`DecisionLimits::total`] decisions in all (the
+//! oldest go first), at most [`DecisionLimits::per_object`] per object, for at most
+//! [`DecisionLimits::objects`] objects (the object decided on least recently is forgotten first); each
+//! decision has at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and [`MAX_WRITES`]
+//! writes, so at most ≈ 12 KiB; a node map at most [`MAX_NODES`] nodes (one per DaemonSet). With the
+//! defaults (5 000 decisions) that is ≤ 60 MiB in the worst case; a typical decision is 0.5–1 KiB
+//! (measured in `docs/live-view.md`).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
@@ -39,17 +41,20 @@ pub const MAX_NODES: usize = 500;
 /// How much the log keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecisionLimits {
-    /// Decisions kept per object (the newest).
+    /// Decisions kept per object (the newest; a rollout of 500 replicas makes about 20).
     pub per_object: usize,
     /// Objects with a history; beyond, the one decided on least recently is forgotten.
     pub objects: usize,
+    /// Decisions kept in all; beyond, the oldest is dropped.
+    pub total: usize,
 }
 
 impl Default for DecisionLimits {
     fn default() -> Self {
         DecisionLimits {
-            per_object: 8,
-            objects: 2000,
+            per_object: 32,
+            objects: 1000,
+            total: 5000,
         }
     }
 }
@@ -91,6 +96,23 @@ pub struct Decision {
     pub omitted: usize,
     pub outcome: Outcome,
     pub duration_ms: f64,
+    /// How many later syncs of the object decided exactly the same and wrote nothing (folded into
+    /// this entry, like repeated events are, so a rollout waiting on pods does not push its earlier
+    /// steps out of the log); `at` is then the last one's time.
+    #[serde(default)]
+    pub repeats: u32,
+}
+
+impl Decision {
+    /// `next` decided the same as this one and wrote nothing: it folds into this entry.
+    fn repeats_as(&self, next: &Decision) -> bool {
+        next.writes.is_empty()
+            && self.writes.is_empty()
+            && next.plan == self.plan
+            && next.reasons == self.reasons
+            && next.skipped == self.skipped
+            && next.outcome == self.outcome
+    }
 }
 
 /// A number a decision rests on.
@@ -193,6 +215,8 @@ struct LogState {
     next_seq: u64,
     /// Per object, its newest decisions (oldest first), and the seq of its last one.
     objects: HashMap<ObjectId, History>,
+    /// Every kept decision, oldest first: (seq, object), to drop the oldest beyond `total`.
+    order: VecDeque<(u64, ObjectId)>,
 }
 
 #[derive(Default)]
@@ -213,9 +237,11 @@ impl DecisionLog {
                 limits: DecisionLimits {
                     per_object: limits.per_object.max(1),
                     objects: limits.objects.max(1),
+                    total: limits.total.max(1),
                 },
                 next_seq: 1,
                 objects: HashMap::new(),
+                order: VecDeque::new(),
             }))),
         }
     }
@@ -285,16 +311,28 @@ impl DecisionLog {
         })
     }
 
-    /// Files a finished draft, if it decided anything or failed.
+    /// Files a finished draft, if it decided anything or failed; a node map is kept either way.
     pub fn file(&self, draft: Draft, failure: Option<String>) {
         let Some(inner) = &self.inner else {
             return;
         };
-        let state = std::mem::take(&mut *lock(&draft.shared));
+        let mut state = std::mem::take(&mut *lock(&draft.shared));
+        let nodes = state.nodes.take().map(Arc::new);
+        let mut log = lock(inner);
+        let limits = log.limits;
+        let id = (draft.by, draft.key.clone());
+        if !log.objects.contains_key(&id)
+            && (nodes.is_some() || state.decided_anything() || failure.is_some())
+            && log.objects.len() >= limits.objects
+        {
+            forget_least_recent(&mut log.objects);
+        }
+        if let Some(nodes) = nodes {
+            log.objects.entry(id.clone()).or_default().nodes = Some(nodes);
+        }
         if !state.decided_anything() && failure.is_none() {
             return;
         }
-        let mut log = lock(inner);
         let seq = log.next_seq;
         log.next_seq += 1;
         let decision = Arc::new(Decision {
@@ -318,21 +356,52 @@ impl DecisionLog {
                 },
             },
             duration_ms: draft.started.elapsed().as_secs_f64() * 1000.0,
+            repeats: 0,
         });
-        let limits = log.limits;
-        let id = (draft.by, draft.key);
-        if !log.objects.contains_key(&id) && log.objects.len() >= limits.objects {
-            forget_least_recent(&mut log.objects);
+        if let Some(last) = log
+            .objects
+            .get_mut(&id)
+            .and_then(|h| h.decisions.back_mut())
+            && last.repeats_as(&decision)
+        {
+            let folded = Arc::make_mut(last);
+            folded.repeats = folded.repeats.saturating_add(1);
+            folded.at = decision.at.clone();
+            return;
         }
-        let history = log.objects.entry(id).or_default();
+        let history = log.objects.entry(id.clone()).or_default();
         history.decisions.push_back(decision);
         history.last_seq = seq;
-        if state.nodes.is_some() {
-            history.nodes = state.nodes.map(Arc::new);
-        }
         while history.decisions.len() > limits.per_object {
             history.decisions.pop_front();
         }
+        log.order.push_back((seq, id));
+        log.trim(limits.total);
+    }
+}
+
+impl LogState {
+    /// Drops the oldest decisions until at most `total` are kept. `order` may still name decisions
+    /// already dropped from their object (per-object cap, forgotten object): those are skipped.
+    fn trim(&mut self, total: usize) {
+        let kept = |objects: &HashMap<ObjectId, History>| -> usize {
+            objects.values().map(|h| h.decisions.len()).sum()
+        };
+        // `order` never holds fewer entries than kept decisions, so its length bounds the work.
+        while self.order.len() > total {
+            let Some((seq, id)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(history) = self.objects.get_mut(&id)
+                && history.decisions.front().is_some_and(|d| d.seq == seq)
+            {
+                history.decisions.pop_front();
+                if history.decisions.is_empty() && history.nodes.is_none() {
+                    self.objects.remove(&id);
+                }
+            }
+        }
+        debug_assert!(kept(&self.objects) <= total);
     }
 }
 
@@ -376,7 +445,6 @@ struct DraftState {
 impl DraftState {
     fn decided_anything(&self) -> bool {
         !(self.plan.is_empty() && self.reasons.is_empty() && self.skipped.is_empty())
-            || self.nodes.is_some()
     }
 
     fn lines(&self) -> usize {
@@ -559,6 +627,7 @@ mod tests {
         let log = DecisionLog::new(DecisionLimits {
             per_object: 3,
             objects: 2,
+            total: 100,
         });
         for i in 0..5 {
             sync(&log, "a", || plan(format_args!("a{i}")), None).await;
@@ -572,6 +641,22 @@ mod tests {
             .map(|d| d.name)
             .collect();
         assert_eq!(names, ["c", "b"]);
+
+        let log = DecisionLog::new(DecisionLimits {
+            per_object: 3,
+            objects: 10,
+            total: 4,
+        });
+        for (i, name) in ["a", "b", "a", "c", "d", "a"].into_iter().enumerate() {
+            sync(&log, name, || plan(format_args!("{name}{i}")), None).await;
+        }
+        let kept: Vec<(u64, String)> = log
+            .recent(&DecisionFilter::default())
+            .into_iter()
+            .map(|d| (d.seq, d.name))
+            .collect();
+        let expected = [(6, "a"), (5, "d"), (4, "c"), (3, "a")];
+        assert_eq!(kept, expected.map(|(s, n)| (s, n.to_string())));
 
         let log = DecisionLog::new(DecisionLimits::default());
         sync(
@@ -614,6 +699,53 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(log.recent(&after).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_same_decision_again_without_writes_is_folded_into_the_last() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let blocked = || reason("surge blocked: 8 pods ≥ replicas + maxSurge (6 + 2 = 8)");
+        sync(&log, "web", blocked, None).await;
+        sync(&log, "web", blocked, None).await;
+        sync(&log, "web", blocked, None).await;
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].repeats, 2);
+        // A write, or another reason, is a new entry.
+        sync(
+            &log,
+            "web",
+            || {
+                blocked();
+                wrote("update", "ReplicaSet web-1", None)
+            },
+            None,
+        )
+        .await;
+        sync(&log, "web", || reason("room to surge"), None).await;
+        assert_eq!(log.recent(&DecisionFilter::default()).len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_node_map_is_kept_even_when_nothing_was_decided() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let placement = |node: &str| NodePlacement {
+            node: node.into(),
+            should_run: true,
+            pods: vec![format!("ds-{node}")],
+            why: None,
+        };
+        sync(
+            &log,
+            "ds",
+            || nodes(vec![placement("a"), placement("b")]),
+            None,
+        )
+        .await;
+        assert!(log.is_empty(), "no decision filed");
+        let map = log.node_map(RS, &key("ds")).expect("kept");
+        assert_eq!(map.nodes.len(), 2);
+        assert_eq!(map.omitted, 0);
     }
 
     #[tokio::test]

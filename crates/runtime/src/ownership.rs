@@ -21,6 +21,7 @@ use serde_json::json;
 
 use crate::api_errors::{is_invalid, is_not_found};
 use crate::controller::ObjectKey;
+use crate::decisions;
 use crate::kinds::controller_ref;
 
 /// The owner side of a claim.
@@ -188,9 +189,17 @@ where
                 if adoption_refused {
                     continue;
                 }
-                match patch(api, &name, adopt_patch(meta, owner)).await {
+                let result = patch(api, &name, adopt_patch(meta, owner)).await;
+                decisions::wrote(
+                    "patch",
+                    format_args!("{name} (adopt)"),
+                    result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+                );
+                match result {
                     Ok(adopted) => {
-                        tracing::info!(child = %name, owner = %owner.name, "adopted an orphan matching the selector");
+                        decisions::plan(format_args!(
+                            "adopted orphan {name}: its labels match the selector and it has no controller"
+                        ));
                         outcome.adopted.push(name);
                         outcome.claimed.push(Arc::new(adopted));
                     }
@@ -208,9 +217,17 @@ where
                 let Some(release) = release_patch(meta, &owner.uid) else {
                     continue;
                 };
-                match patch(api, &name, release).await {
+                let result = patch(api, &name, release).await;
+                decisions::wrote(
+                    "patch",
+                    format_args!("{name} (release)"),
+                    result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+                );
+                match result {
                     Ok(_) => {
-                        tracing::info!(child = %name, owner = %owner.name, "released a child whose labels no longer match the selector");
+                        decisions::plan(format_args!(
+                            "released {name}: its labels no longer match the selector"
+                        ));
                         outcome.released.push(name);
                     }
                     // Gone, or changed under us (a failed `test`): either way not ours to count now.

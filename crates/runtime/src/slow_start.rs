@@ -51,9 +51,43 @@ where
     (successes, None)
 }
 
+/// The batch sizes [`slow_start_batch`] uses for `count` calls when none fails (for decisions: "creating
+/// 7 pods in slow-start batches 1, 2, 4").
+pub fn batch_sizes(count: usize, initial_batch_size: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = count;
+    let mut size = initial_batch_size.min(left);
+    while size > 0 {
+        sizes.push(size);
+        left -= size;
+        size = size.saturating_mul(2).min(left);
+    }
+    sizes
+}
+
+/// "in slow-start batches 1, 2, 4" (or "in one batch of 1").
+pub fn describe_batches(count: usize, initial_batch_size: usize) -> String {
+    let sizes = batch_sizes(count, initial_batch_size);
+    if let [one] = sizes.as_slice() {
+        return format!("in one batch of {one}");
+    }
+    let sizes: Vec<String> = sizes.iter().map(ToString::to_string).collect();
+    format!("in slow-start batches {}", sizes.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_sizes_double_and_end_with_what_is_left() {
+        assert_eq!(batch_sizes(7, 1), [1, 2, 4]);
+        assert_eq!(batch_sizes(10, 1), [1, 2, 4, 3]);
+        assert_eq!(batch_sizes(0, 1), Vec::<usize>::new());
+        assert_eq!(batch_sizes(5, 0), Vec::<usize>::new());
+        assert_eq!(describe_batches(3, 1), "in slow-start batches 1, 2");
+        assert_eq!(describe_batches(1, 1), "in one batch of 1");
+    }
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -125,7 +125,9 @@ where
                 let controller = w.by.controller;
                 let span = tracing::info_span!("sync", controller, key = %key);
                 let draft = w.decisions.start(w.by, &key);
-                let run = sync(key.clone()).instrument(span.clone());
+                // Boxed: a sync's future is large (in debug builds especially), and moving it into the
+                // draft's scope and `catch_unwind` by value would copy it through the worker's stack.
+                let run = Box::pin(sync(key.clone()).instrument(span.clone()));
                 let run = async {
                     match &draft {
                         Some(draft) => draft.scope(run).await,

@@ -22,7 +22,9 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::expectations::ExpectedCounts;
 use mini_kcm_runtime::kinds::pods_for_owner;
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::selector::Selector;
@@ -31,7 +33,7 @@ use super::DaemonSetController;
 use super::error::SyncError;
 use super::history::History;
 use super::snapshot::Snapshot;
-use crate::manage::{ManageContext, group_pods_by_node, plan_manage};
+use crate::manage::{ManageContext, group_pods_by_node, node_map, plan_manage};
 use crate::update::{plan_rolling_update, without_unmaintained_template_generation};
 use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
 
@@ -108,7 +110,15 @@ impl DaemonSetController {
         let update_result = if needs_sync {
             self.update_daemon_set(&snapshot, &old, &pods).await
         } else {
-            tracing::debug!("waiting for earlier pod creations or deletions to be observed");
+            let pending = s
+                .expectations
+                .get(key)
+                .unwrap_or(ExpectedCounts { add: 0, del: 0 });
+            decisions::skip(format_args!(
+                "skipped: expectations not satisfied, {} creation(s) and {} deletion(s) not yet observed",
+                pending.add.max(0),
+                pending.del.max(0)
+            ));
             Ok(())
         };
         let status_result = self.update_status(&snapshot, &ds_api, needs_sync).await;
@@ -148,11 +158,10 @@ impl DaemonSetController {
                 Timestamp::now(),
             )?;
             if !plan.pods_to_delete.is_empty() || !plan.nodes_needing_pods.is_empty() {
-                tracing::info!(
-                    delete = ?plan.pods_to_delete,
-                    create_on = ?plan.nodes_needing_pods,
-                    "rolling update step"
+                decisions::reason(
+                    "rolling update: the current revision's pods replace old ones within maxUnavailable / maxSurge",
                 );
+                describe_pod_changes(&plan.nodes_needing_pods, &plan.pods_to_delete);
             }
             self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
                 .await?;
@@ -181,8 +190,17 @@ impl DaemonSetController {
             )
         };
         let regarding = object_reference(snapshot.ds, &s.resource);
+        if decisions::recording() {
+            let map = node_map(snapshot.placement, snapshot.nodes, &snapshot.node_to_pods);
+            decisions::observe("nodes", map.len());
+            decisions::observe(
+                "nodes that should run a pod",
+                map.iter().filter(|n| n.should_run).count(),
+            );
+            decisions::nodes(map);
+        }
         for event in plan.events {
-            tracing::info!(reason = event.reason, "{}", event.message);
+            decisions::reason(format_args!("{}: {}", event.reason, event.message));
             // The pod as the related object keeps events about different pods apart (kube's recorder
             // folds events with the same reason, regarding and related object into one series).
             let related = Some(ObjectReference {
@@ -205,11 +223,7 @@ impl DaemonSetController {
         }
         let acted = !plan.nodes_needing_pods.is_empty() || !plan.pods_to_delete.is_empty();
         if acted {
-            tracing::info!(
-                create_on = ?plan.nodes_needing_pods,
-                delete = ?plan.pods_to_delete,
-                "managing daemon pods"
-            );
+            describe_pod_changes(&plan.nodes_needing_pods, &plan.pods_to_delete);
         }
         self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
             .await?;
@@ -248,4 +262,30 @@ fn is_rolling_update(ds: &DaemonSetObject) -> bool {
         .as_ref()
         .and_then(|s| s.type_.as_deref())
         .is_none_or(|t| t == "RollingUpdate")
+}
+
+/// The plan lines of a manage pass or rolling-update step.
+fn describe_pod_changes(create_on: &[String], delete: &[String]) {
+    const SHOWN: usize = 10;
+    let list = |names: &[String]| {
+        let mut shown = names[..names.len().min(SHOWN)].join(", ");
+        if names.len() > SHOWN {
+            shown.push_str(&format!(" and {} more", names.len() - SHOWN));
+        }
+        shown
+    };
+    if !create_on.is_empty() {
+        decisions::plan(format_args!(
+            "creating daemon pods on {} node(s) that should run one and have none: {}",
+            create_on.len(),
+            list(create_on)
+        ));
+    }
+    if !delete.is_empty() {
+        decisions::plan(format_args!(
+            "deleting {} daemon pod(s): {}",
+            delete.len(),
+            list(delete)
+        ));
+    }
 }

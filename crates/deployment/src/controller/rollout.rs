@@ -12,6 +12,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
 use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
@@ -21,7 +22,8 @@ use super::DeploymentController;
 use super::error::SyncError;
 use crate::accessors::{deployment_replicas, name};
 use crate::annotations::{
-    clear_rollback_to, last_revision, revision, rollback_to, set_deployment_annotations_to,
+    POD_TEMPLATE_HASH_LABEL, clear_rollback_to, last_revision, revision, rollback_to,
+    set_deployment_annotations_to,
 };
 use crate::conditions::messages;
 use crate::history::replica_sets_to_clean_up;
@@ -32,8 +34,14 @@ use crate::new_replica_set::{
 use crate::progress::deployment_complete;
 use crate::proportional::plan_proportional_scale;
 use crate::recreate::{old_pods_running, scale_down_old_replica_sets_for_recreate};
-use crate::replica_sets::{equal_ignore_hash, find_new_replica_set, find_old_replica_sets};
-use crate::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
+use crate::replica_sets::{
+    equal_ignore_hash, find_new_replica_set, find_old_replica_sets,
+    get_available_replica_count_for_replica_sets, get_replica_count_for_replica_sets,
+};
+use crate::rolling::{
+    reconcile_new_replica_set, reconcile_old_replica_sets, why_new_replica_set_step,
+    why_old_replica_sets,
+};
 use crate::scale::{
     SCALING_REPLICA_SET_REASON, ScaleStep, scale_replica_set, scaling_event_message,
 };
@@ -41,6 +49,20 @@ use crate::status::{
     calculate_status, requeue_after_for_progress, rollout_status, status_needs_write,
     with_status_selector,
 };
+use crate::strategy::{max_surge, max_unavailable};
+
+/// Notes a write and its result in the sync's decision.
+fn record_write<T>(
+    verb: &'static str,
+    object: std::fmt::Arguments<'_>,
+    result: &Result<T, kube::Error>,
+) {
+    decisions::wrote(
+        verb,
+        object,
+        result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+    );
+}
 
 pub(crate) struct Rollout<'a> {
     c: &'a DeploymentController,
@@ -138,7 +160,9 @@ impl<'a> Rollout<'a> {
         let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
         let rs_name = name(&rs.metadata).to_string();
         let revision_of_new = revision(&rs.metadata).unwrap_or(0);
-        let (created_rs, created) = match self.rs_api.create(&PostParams::default(), &rs).await {
+        let result = self.rs_api.create(&PostParams::default(), &rs).await;
+        record_write("create", format_args!("ReplicaSet {rs_name}"), &result);
+        let (created_rs, created) = match result {
             Ok(created_rs) => {
                 s.consistency.record_write(self.key, &created_rs);
                 (created_rs, true)
@@ -157,7 +181,10 @@ impl<'a> Rollout<'a> {
                     let mut bumped = self.d.clone();
                     bump_collision_count(&mut bumped);
                     let count = bumped.status.as_ref().and_then(|s| s.collision_count);
-                    tracing::info!(replica_set = %rs_name, ?count, "hash collision: bumping collisionCount");
+                    decisions::reason(format_args!(
+                        "hash collision: {rs_name} exists with another template; collisionCount becomes {}",
+                        count.unwrap_or(0)
+                    ));
                     self.write_deployment(bumped).await?;
                     return Err(SyncError::HashCollision {
                         replica_set: rs_name,
@@ -176,7 +203,15 @@ impl<'a> Rollout<'a> {
         };
         if created {
             let replicas = created_rs.spec.replicas.unwrap_or(0);
-            tracing::info!(replica_set = %rs_name, replicas, "created the new ReplicaSet for the current template");
+            decisions::plan(format_args!(
+                "created new ReplicaSet {rs_name} (pod-template-hash {}) for the current template, with {replicas} replicas",
+                created_rs
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(POD_TEMPLATE_HASH_LABEL))
+                    .map_or("?", String::as_str)
+            ));
             if replicas > 0 {
                 self.event(
                     false,
@@ -211,11 +246,13 @@ impl<'a> Rollout<'a> {
 
     async fn replace_rs(&mut self, rs: ReplicaSetObject) -> Result<ReplicaSetObject, SyncError> {
         let rs_name = name(&rs.metadata).to_string();
-        let stored = self
+        let result = self
             .rs_api
             .replace(&rs_name, &PostParams::default(), &rs)
-            .await
-            .map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
+            .await;
+        record_write("update", format_args!("ReplicaSet {rs_name}"), &result);
+        let stored =
+            result.map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
         self.c.inner.consistency.record_write(self.key, &stored);
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
@@ -242,7 +279,7 @@ impl<'a> Rollout<'a> {
             let from = rs.spec.replicas.unwrap_or(0);
             self.replace_rs(updated).await?;
             if let Some(message) = scaling_event_message(&step.name, from, step.to) {
-                tracing::info!("{message}");
+                decisions::plan(&message);
                 self.event(false, SCALING_REPLICA_SET_REASON, message);
                 scaled = true;
             }
@@ -275,11 +312,16 @@ impl<'a> Rollout<'a> {
             let mut target = self.d.clone();
             target.metadata.annotations = desired.metadata.annotations.clone();
             target.status = Some(new_status);
-            self.d = self
+            let result = self
                 .d_api
                 .replace_status(&d_name, &PostParams::default(), &target)
-                .await
-                .map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+                .await;
+            record_write(
+                "update",
+                format_args!("Deployment {d_name} status"),
+                &result,
+            );
+            self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
             self.c.inner.consistency.record_write(self.key, &self.d);
             return Ok(());
         }
@@ -297,21 +339,32 @@ impl<'a> Rollout<'a> {
                 "resourceVersion": self.d.metadata.resource_version,
                 "annotations": changes,
             }});
-            self.d = self
+            let result = self
                 .d_api
                 .patch(&d_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
+                .await;
+            record_write(
+                "patch",
+                format_args!("Deployment {d_name} annotations"),
+                &result,
+            );
+            self.d =
+                result.map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
             self.c.inner.consistency.record_write(self.key, &self.d);
         }
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
             target.status = Some(new_status);
-            self.d = self
+            let result = self
                 .d_api
                 .replace_status(&d_name, &PostParams::default(), &target)
-                .await
-                .map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+                .await;
+            record_write(
+                "update",
+                format_args!("Deployment {d_name} status"),
+                &result,
+            );
+            self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
             self.c.inner.consistency.record_write(self.key, &self.d);
         }
         Ok(())
@@ -399,6 +452,12 @@ impl<'a> Rollout<'a> {
         let (new, old) = self.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         let steps = plan_proportional_scale(&self.d, new.as_ref(), &old_refs);
+        if !steps.is_empty() {
+            decisions::reason(format_args!(
+                "{} replicas wanted: spreading the difference over the active ReplicaSets in proportion to their size",
+                deployment_replicas(&self.d)
+            ));
+        }
         self.execute(steps).await?;
         if self.d.spec.paused == Some(true) && rollback_to(&self.d).is_none() {
             self.cleanup(&old).await?;
@@ -412,6 +471,20 @@ impl<'a> Rollout<'a> {
             return Err(SyncError::NoNewReplicaSet);
         };
         let all = Self::all_refs(Some(&new), &old);
+        decisions::observe("replicas", deployment_replicas(&self.d));
+        decisions::observe("maxSurge", max_surge(&self.d));
+        decisions::observe("maxUnavailable", max_unavailable(&self.d));
+        decisions::observe(
+            "pods (spec.replicas over all ReplicaSets)",
+            get_replica_count_for_replica_sets(&all),
+        );
+        decisions::observe(
+            "available",
+            get_available_replica_count_for_replica_sets(&all),
+        );
+        if let Some(why) = why_new_replica_set_step(&self.d, &all, &new) {
+            decisions::reason(why);
+        }
         if let Some(step) = reconcile_new_replica_set(&self.d, &all, &new)?
             && self.execute(vec![step]).await?
         {
@@ -425,6 +498,9 @@ impl<'a> Rollout<'a> {
         let all = Self::all_refs(Some(&new), &old);
         let active_old: Vec<&ReplicaSetObject> =
             crate::replica_sets::filter_active(&old.iter().collect::<Vec<_>>());
+        if let Some(why) = why_old_replica_sets(&self.d, &all, &active_old, &new) {
+            decisions::reason(why);
+        }
         let plan = reconcile_old_replica_sets(&self.d, &all, &active_old, &new);
         // Upstream swallows a failed old-ReplicaSet step: "not scaled", and the status sync goes on.
         let executed = self.execute(plan.steps).await;
@@ -444,16 +520,19 @@ impl<'a> Rollout<'a> {
     ) -> Result<(), SyncError> {
         let (new, old) = self.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
-        if self
-            .execute(scale_down_old_replica_sets_for_recreate(&old_refs))
-            .await?
-        {
+        let scale_down = scale_down_old_replica_sets_for_recreate(&old_refs);
+        if !scale_down.is_empty() {
+            decisions::reason(
+                "Recreate: every old ReplicaSet goes to 0 before the new one gets pods",
+            );
+        }
+        if self.execute(scale_down).await? {
             return self.sync_rollout_status().await;
         }
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         let pod_refs = pods.iter().map(|(uid, pod)| (uid.as_str(), pod.as_ref()));
         if old_pods_running(new.as_ref(), &old_refs, pod_refs) {
-            tracing::debug!("old pods still running: waiting before creating new ones");
+            decisions::skip("Recreate: old pods still running; new ones wait until they are gone");
             return self.sync_rollout_status().await;
         }
         let (new, old) = if new.is_none() {
@@ -518,6 +597,10 @@ impl<'a> Rollout<'a> {
         } else {
             crate::replica_sets::set_from_replica_set_template(&mut d, &template);
             set_deployment_annotations_to(&mut d, &rs);
+            decisions::plan(format_args!(
+                "rolling back to revision {target}: the template of ReplicaSet {} becomes the Deployment's",
+                name(&rs.metadata)
+            ));
             self.event(
                 false,
                 "DeploymentRollback",
@@ -537,11 +620,12 @@ impl<'a> Rollout<'a> {
     /// A full update of the Deployment (spec and metadata), as a rollback needs.
     async fn replace_deployment(&mut self, d: DeploymentObject) -> Result<(), SyncError> {
         let d_name = self.d_name();
-        self.d = self
+        let result = self
             .d_api
             .replace(&d_name, &PostParams::default(), &d)
-            .await
-            .map_err(|e| SyncError::api("updating the Deployment", e))?;
+            .await;
+        record_write("update", format_args!("Deployment {d_name}"), &result);
+        self.d = result.map_err(|e| SyncError::api("updating the Deployment", e))?;
         self.c.inner.consistency.record_write(self.key, &self.d);
         Ok(())
     }
@@ -554,8 +638,13 @@ impl<'a> Rollout<'a> {
             .map(|rs| name(&rs.metadata).to_string())
             .collect();
         for rs_name in doomed {
-            tracing::info!(replica_set = %rs_name, "deleting an old ReplicaSet beyond revisionHistoryLimit");
-            match self.rs_api.delete(&rs_name, &DeleteParams::default()).await {
+            decisions::plan(format_args!(
+                "deleting old ReplicaSet {rs_name}: beyond revisionHistoryLimit {}",
+                self.d.spec.revision_history_limit.unwrap_or(10)
+            ));
+            let result = self.rs_api.delete(&rs_name, &DeleteParams::default()).await;
+            record_write("delete", format_args!("ReplicaSet {rs_name}"), &result);
+            match result {
                 Ok(_) => self.rss.retain(|r| name(&r.metadata) != rs_name),
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(SyncError::api(format!("deleting ReplicaSet {rs_name}"), e)),

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
@@ -58,6 +59,7 @@ impl DeploymentController {
         let selector = match Selector::from_label_selector(&d.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {
+                decisions::skip("refused: an empty selector selects every pod");
                 s.recorder.warning(
                     &regarding,
                     None,
@@ -78,6 +80,9 @@ impl DeploymentController {
         if selects_on_pod_template_hash(&d.spec.selector) {
             // A deliberate difference: upstream creates ReplicaSets without bound here.
             tracing::warn!("the selector uses pod-template-hash; not rolling out");
+            decisions::skip(
+                "refused: the selector uses pod-template-hash, which would select nothing the controller creates",
+            );
             s.recorder.warning(
                 &regarding,
                 None,
@@ -96,6 +101,7 @@ impl DeploymentController {
         let mut rollout = Rollout::new(self, key, d, rss, d_api, rs_api);
 
         if rollout.d.metadata.deletion_timestamp.is_some() {
+            decisions::skip("being deleted: status only");
             return rollout.sync_status_only().await;
         }
 
@@ -105,7 +111,7 @@ impl DeploymentController {
         }
 
         if rollout.d.spec.paused == Some(true) {
-            tracing::debug!("paused: scaling and cleanup only");
+            decisions::reason("paused: scaling and cleanup only, no rollout");
             return rollout.sync_scale_and_status().await;
         }
         if rollback_to(&rollout.d).is_some() {
@@ -114,7 +120,10 @@ impl DeploymentController {
         let (new_rs, old_rss) = rollout.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old_rss.iter().collect();
         if is_scaling_event(&rollout.d, new_rs.as_ref(), &old_refs) {
-            tracing::info!("spec.replicas changed: scaling the active ReplicaSets");
+            decisions::reason(format_args!(
+                "scaling event: spec.replicas is now {} while the ReplicaSets' desired-replicas annotation differs",
+                crate::accessors::deployment_replicas(&rollout.d)
+            ));
             return rollout.sync_scale_and_status().await;
         }
         match strategy_type(&rollout.d) {

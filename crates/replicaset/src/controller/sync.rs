@@ -16,7 +16,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::api_errors::{error_message, is_not_found};
 use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::expectations::ExpectedCounts;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
@@ -25,7 +27,9 @@ use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
 };
 use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
+use mini_kcm_runtime::slow_start::{
+    SLOW_START_INITIAL_BATCH_SIZE, describe_batches, slow_start_batch,
+};
 
 use super::ReplicaSetController;
 use super::status::update_status;
@@ -101,9 +105,26 @@ impl ReplicaSetController {
             .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()) && labels_match(p))
             .count();
 
+        let desired = usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0);
+        decisions::observe("desired", desired);
+        decisions::observe("active", claimed.len());
+        decisions::observe("terminating", terminating);
         let mut failure = None;
-        if needs_sync && !owner.deleting {
-            let desired = usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0);
+        if !needs_sync {
+            let pending = s
+                .expectations
+                .get(key)
+                .unwrap_or(ExpectedCounts { add: 0, del: 0 });
+            decisions::skip(format_args!(
+                "skipped: expectations not satisfied, {} creation(s) and {} deletion(s) not yet observed",
+                pending.add.max(0),
+                pending.del.max(0)
+            ));
+        } else if owner.deleting {
+            decisions::skip(
+                "skipped: the ReplicaSet is being deleted (no creations, no deletions)",
+            );
+        } else {
             let related = self.related_pods(&rs);
             let plan = plan_replicas(
                 desired,
@@ -191,9 +212,13 @@ impl ReplicaSetController {
                 active,
                 desired,
             } => {
-                tracing::info!(
-                    "too few replicas: {active} active of {desired} desired, creating {count} pod(s)"
-                );
+                decisions::reason(format_args!(
+                    "too few replicas: {active} active of {desired} desired"
+                ));
+                decisions::plan(format_args!(
+                    "creating {count} pod(s) {}",
+                    describe_batches(count, SLOW_START_INITIAL_BATCH_SIZE)
+                ));
                 s.expectations.expect_creations(key, count);
                 let template = rs.spec.template.clone().unwrap_or_default();
                 let (created, error) =
@@ -218,10 +243,9 @@ impl ReplicaSetController {
                 active,
                 desired,
             } => {
-                tracing::info!(
-                    "too many replicas: {active} active of {desired} desired, deleting {} pod(s)",
-                    pods.len()
-                );
+                decisions::reason(format_args!(
+                    "too many replicas: {active} active of {desired} desired"
+                ));
                 let pod_keys = pods
                     .iter()
                     .map(|(p, _)| ObjectKey::of(&p.metadata))
@@ -231,10 +255,9 @@ impl ReplicaSetController {
                 let regarding = &regarding;
                 let deletions = pods.iter().map(|(pod, why)| async move {
                     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-                    tracing::info!(
-                        pod = pod_name,
-                        "deleting pod {pod_name}: ranked first because {why}"
-                    );
+                    decisions::plan(format_args!(
+                        "deleting {pod_name}: ranked first because {why}"
+                    ));
                     self.delete_one(key, pod, regarding).await
                 });
                 let first_error = join_all(deletions).await.into_iter().find_map(Result::err);
