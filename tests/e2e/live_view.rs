@@ -1,7 +1,8 @@
 //! The live view in a real browser: a manager with its HTTP address runs a Deployment through a rollout,
 //! then headless Chromium loads `/debug/controllers` (preselecting the Deployment) and the test checks
 //! that the rendered page shows the new ReplicaSet in the Deployment's tree, the queue activity (syncs
-//! counted) and the decisions, and that `mini-kcm explain` tells the same story on the command line.
+//! counted) and the decisions, and that `mini-kcm explain` tells the same story on the command line; then
+//! the same for a DaemonSet's node → pod map.
 //! It saves the browser's screenshot under the target folder, and into docs/images/live-view.png (which
 //! docs/live-view.md shows) when `MINI_KCM_UPDATE_SCREENSHOT=1`.
 //!
@@ -12,14 +13,14 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use kube::api::{Patch, PatchParams, PostParams};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, deployment_of, deployments, mini_kcm_binary, replica_sets, repo_path,
-    wait_deployment_complete,
+    TIMEOUT, TestManager, daemon_set, deployment_of, deployments, mini_kcm_binary, replica_sets,
+    repo_path, wait_deployment_complete,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_manager::object_view::ObjectView;
@@ -28,7 +29,6 @@ use mini_kcm_runtime::inspect::ManagerView;
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const REVISION: &str = "deployment.kubernetes.io/revision";
 
@@ -80,7 +80,7 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "/debug/controllers/decisions?controller=replicaset&namespace={}&name={new_rs}",
         ns.name
     );
-    let decisions: Vec<Decision> = wait_for_json(addr, &decisions_path, |d: &Vec<Decision>| {
+    let decisions: Vec<Decision> = wait_for_json(&manager, &decisions_path, |d: &Vec<Decision>| {
         d.iter().any(|d| !d.plan.is_empty())
     })
     .await;
@@ -93,7 +93,7 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "/debug/controllers/object?kind=Deployment&family=apps&namespace={}&name=web",
         ns.name
     );
-    let view: ObjectView = get_json(addr, &object_path).await;
+    let view: ObjectView = get_json(&manager, &object_path).await;
     assert!(view.found && view.controller_running, "{view:?}");
     let new_entry = view
         .replica_sets
@@ -110,7 +110,7 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
                 && p.owner.as_deref() == Some(&format!("ReplicaSet/{new_rs}"))),
         "{new_entry:?}"
     );
-    let state: ManagerView = get_json(addr, "/debug/controllers/state").await;
+    let state: ManagerView = get_json(&manager, "/debug/controllers/state").await;
     let synced = |controller: &str| {
         state
             .controllers
@@ -218,6 +218,86 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "{text}"
     );
 
+    // A DaemonSet: the node → pod map of its last sync, in the JSON, on the page and in explain.
+    let daemon_sets = ns.api::<DaemonSet>();
+    daemon_sets
+        .create(&PostParams::default(), &daemon_set("agent"))
+        .await
+        .unwrap();
+    let ds = ns
+        .wait_for(
+            &daemon_sets,
+            "agent",
+            "every daemon pod ready",
+            TIMEOUT,
+            |ds| {
+                ds.and_then(|ds| ds.status.as_ref()).is_some_and(|s| {
+                    s.desired_number_scheduled > 0 && s.number_ready == s.desired_number_scheduled
+                })
+            },
+        )
+        .await
+        .unwrap();
+    let nodes = ds.status.unwrap().desired_number_scheduled as usize;
+    let ds_path = format!(
+        "/debug/controllers/object?kind=ds&namespace={}&name=agent",
+        ns.name
+    );
+    let view: ObjectView = wait_for_json(&manager, &ds_path, |v: &ObjectView| {
+        v.node_map.as_ref().is_some_and(|m| {
+            m.nodes
+                .iter()
+                .filter(|n| n.should_run && n.pods.len() == 1)
+                .count()
+                == nodes
+        })
+    })
+    .await;
+    let map = view.node_map.unwrap();
+    assert_eq!(view.pods.len(), nodes, "{:?}", view.pods);
+    for pod in &view.pods {
+        let node = pod.node.as_deref().unwrap();
+        let placed = map.nodes.iter().find(|n| n.node == node).unwrap();
+        assert_eq!(placed.pods, std::slice::from_ref(&pod.name), "{map:?}");
+    }
+    let ds_url = format!(
+        "http://{addr}/debug/controllers?kind=DaemonSet&family=apps&namespace={}&name=agent",
+        ns.name
+    );
+    let dom = chromium_output(&chromium, &["--dump-dom"], &ds_url).await;
+    let dom = String::from_utf8_lossy(&dom);
+    let dom = dom.split("<script>").next().unwrap();
+    let node_map = dom
+        .split("Node → pod map")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no node map on the page:\n{dom}"));
+    for placed in &map.nodes {
+        assert!(
+            node_map.contains(&placed.node) && node_map.contains(&placed.pods[0]),
+            "{} and its pod not in the page's node map:\n{dom}",
+            placed.node
+        );
+    }
+    let explain = tokio::process::Command::new(mini_kcm_binary())
+        .args(["explain", "ds/agent", "-n", &ns.name, "--manager-addr"])
+        .arg(addr.to_string())
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&explain.stdout);
+    println!("mini-kcm explain ds/agent:\n{text}");
+    assert!(text.contains("Node → pod map"), "{text}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| map
+                .nodes
+                .iter()
+                .any(|n| l.trim_start().starts_with(&n.node) && l.contains(" yes ")))
+            .count(),
+        nodes,
+        "{text}"
+    );
+
     manager.stop().await;
 }
 
@@ -307,31 +387,20 @@ fn rand_suffix() -> u128 {
 }
 
 /// GETs `path` from the manager and parses the JSON body.
-async fn get_json<T: serde::de::DeserializeOwned>(addr: SocketAddr, path: &str) -> T {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{answer}"
-    );
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+async fn get_json<T: serde::de::DeserializeOwned>(manager: &TestManager, path: &str) -> T {
+    let body = manager.get(path).await;
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
 }
 
 /// Polls `path` until `done` holds for its JSON (an HTTP endpoint has no watch), within [`TIMEOUT`].
 async fn wait_for_json<T: serde::de::DeserializeOwned + std::fmt::Debug>(
-    addr: SocketAddr,
+    manager: &TestManager,
     path: &str,
     done: impl Fn(&T) -> bool,
 ) -> T {
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
-        let value: T = get_json(addr, path).await;
+        let value: T = get_json(manager, path).await;
         if done(&value) {
             return value;
         }

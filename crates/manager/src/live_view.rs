@@ -21,7 +21,7 @@ use crate::object_view::{
 /// The live view's HTML page: server-rendered shell plus a small script that polls the JSON endpoints.
 pub(crate) const PAGE: &str = include_str!("live_view/page.html");
 
-/// Decisions an object view carries (the log keeps at most 8 per object by default).
+/// Decisions an object view carries (the newest; the log keeps up to 32 per object).
 const OBJECT_DECISIONS: usize = 20;
 
 /// Why an object query cannot be answered.

@@ -201,6 +201,9 @@ pub struct PodEntry {
     /// Its controller owner reference, `Kind/name`.
     pub owner: Option<String>,
     pub pod_template_hash: Option<String>,
+    /// Its `controller-revision-hash` label (a DaemonSet's pods: which template revision made it).
+    #[serde(default)]
+    pub controller_revision_hash: Option<String>,
     pub node: Option<String>,
     pub phase: Option<String>,
     pub ready: bool,
@@ -209,6 +212,7 @@ pub struct PodEntry {
 }
 
 const HASH_LABEL: &str = "pod-template-hash";
+const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 /// `Kind/name` of the controller owner reference.
@@ -226,6 +230,7 @@ impl PodEntry {
             name: pod.metadata.name.clone().unwrap_or_default(),
             owner: owner_of(&pod.metadata),
             pod_template_hash: label(&pod.metadata, HASH_LABEL),
+            controller_revision_hash: label(&pod.metadata, REVISION_HASH_LABEL),
             node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             ready: is_pod_ready(pod),

@@ -47,6 +47,9 @@ pub struct ExplainArgs {
     /// `mini-kcm up`, else 127.0.0.1:10280.
     #[arg(long, env = "MINI_KCM_MANAGER_ADDR")]
     manager_addr: Option<String>,
+    /// How many of the object's newest decisions to print (the manager keeps up to 32 per object).
+    #[arg(long, default_value_t = 6)]
+    decisions: usize,
 }
 
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
@@ -71,7 +74,9 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
         encode(&args.namespace),
         encode(name)
     );
-    let view: ObjectView = get_json(&addr, &format!("/debug/controllers/object?{query}")).await?;
+    let mut view: ObjectView =
+        get_json(&addr, &format!("/debug/controllers/object?{query}")).await?;
+    view.decisions.truncate(args.decisions);
     let mut rs_decisions = Vec::new();
     for rs in view.replica_sets.iter().take(RS_WITH_DECISIONS) {
         let path = format!(
@@ -252,21 +257,21 @@ pub fn render(view: &ObjectView, rs_decisions: &[(String, Vec<Decision>)]) -> St
             } else {
                 n.pods.join(",")
             };
-            let _ = writeln!(
-                o,
+            let line = format!(
                 "  {:width$}  {:10}  {:30}  {}",
                 n.node,
                 if n.should_run { "yes" } else { "no" },
                 pods,
                 n.why.as_deref().unwrap_or("")
             );
+            let _ = writeln!(o, "{}", line.trim_end());
         }
         if map.omitted > 0 {
             let _ = writeln!(o, "  … {} more nodes", map.omitted);
         }
     }
 
-    let _ = writeln!(o, "\nRecent decisions (newest first):");
+    let _ = writeln!(o, "\nRecent decisions (newest first, times in UTC):");
     if view.decisions.is_empty() {
         let _ = writeln!(
             o,
@@ -288,6 +293,16 @@ pub fn render(view: &ObjectView, rs_decisions: &[(String, Vec<Decision>)]) -> St
     out
 }
 
+/// `HH:MM:SS.mmm` of an RFC 3339 time (the date is noise when looking at a running manager).
+fn clock_time(at: &str) -> &str {
+    let time = at.split_once('T').map_or(at, |(_, time)| time);
+    let time = time.trim_end_matches('Z');
+    match time.char_indices().nth(12) {
+        Some((end, _)) => &time[..end],
+        None => time,
+    }
+}
+
 fn pod_lines(o: &mut String, indent: &str, pods: &[PodEntry], omitted: usize) {
     if pods.is_empty() {
         let _ = writeln!(o, "{indent}(no pods)");
@@ -300,11 +315,15 @@ fn pod_lines(o: &mut String, indent: &str, pods: &[PodEntry], omitted: usize) {
         } else {
             "not ready"
         };
+        let hash = match (&p.pod_template_hash, &p.controller_revision_hash) {
+            (Some(hash), _) => format!("hash {hash}"),
+            (None, Some(revision)) => format!("revision-hash {revision}"),
+            (None, None) => "hash -".to_string(),
+        };
         let _ = writeln!(
             o,
-            "{indent}{}  hash {}  node {}  {}  {}  owner {}",
+            "{indent}{}  {hash}  node {}  {}  {}  owner {}",
             p.name,
-            p.pod_template_hash.as_deref().unwrap_or("-"),
             p.node.as_deref().unwrap_or("(unscheduled)"),
             p.phase.as_deref().unwrap_or("-"),
             state,
@@ -321,10 +340,22 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
         Outcome::Done => "done".to_string(),
         Outcome::Failed { error } => format!("FAILED: {error}"),
     };
+    let repeats = if d.repeats > 0 {
+        format!(
+            "  (same decision {}×, time of the last)",
+            d.repeats.saturating_add(1)
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "{indent}{}  #{}  {}/{}  {:.1} ms  {outcome}",
-        d.at, d.seq, d.controller, d.family, d.duration_ms
+        "{indent}{}  #{}  {}/{}  {:.1} ms  {outcome}{repeats}",
+        clock_time(&d.at),
+        d.seq,
+        d.controller,
+        d.family,
+        d.duration_ms
     );
     if !d.observed.is_empty() {
         let saw: Vec<String> = d
@@ -392,6 +423,7 @@ mod tests {
                 error: "1 creation failed".into(),
             },
             duration_ms: 2.0,
+            repeats: 0,
         }
     }
 
@@ -436,6 +468,7 @@ mod tests {
                 name: "web-abc-x".into(),
                 owner: Some("ReplicaSet/web-abc".into()),
                 pod_template_hash: Some("abc".into()),
+                controller_revision_hash: None,
                 node: Some("kwok-node-1".into()),
                 phase: Some("Running".into()),
                 ready: true,
@@ -443,7 +476,9 @@ mod tests {
             }],
             pods_omitted: 0,
         });
-        let text = render(&v, &[("web-abc".into(), vec![decision()])]);
+        let mut repeated = decision();
+        repeated.repeats = 2;
+        let text = render(&v, &[("web-abc".into(), vec![repeated])]);
         assert!(
             text.starts_with("Deployment default/web (apps)\n"),
             "{text}"
@@ -467,6 +502,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Decisions of ReplicaSet web-abc"), "{text}");
+        assert!(
+            text.contains("(same decision 3×, time of the last)"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -498,6 +537,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("expectations: nothing pending"), "{text}");
+    }
+
+    #[test]
+    fn times_read_as_clock_times() {
+        assert_eq!(clock_time("2026-11-23T17:40:01.512345678Z"), "17:40:01.512");
+        assert_eq!(clock_time("2026-11-23T17:40:01Z"), "17:40:01");
+        assert_eq!(clock_time("garbage"), "garbage");
     }
 
     #[test]
