@@ -115,9 +115,10 @@ fn the_tour_runs_end_to_end_on_the_local_plane() {
     // The decisions it shows are mini-kcm's own log lines and events, for each family.
     assert!(output.contains("mini-kcm said:"));
     for decision in [
-        "too few replicas: 0 active of 3 desired, creating 3 pod(s)",
-        "spec.replicas changed: scaling the active ReplicaSets",
-        "managing daemon pods create_on=[\"kwok-node-4\"]",
+        "too few replicas: 0 active of 3 desired",
+        "creating 3 pod(s) in slow-start batches 1, 2",
+        "scaling event: spec.replicas is now 5",
+        "creating daemon pods on 1 node(s) that should run one and have none: kwok-node-4",
     ] {
         assert!(
             output.lines().any(|l| l.contains(decision)),
