@@ -21,8 +21,8 @@ use crate::object_view::{
 /// The live view's HTML page: server-rendered shell plus a small script that polls the JSON endpoints.
 pub(crate) const PAGE: &str = include_str!("live_view/page.html");
 
-/// Decisions an object view carries (the newest; the log keeps up to 32 per object).
-const OBJECT_DECISIONS: usize = 20;
+/// Decisions an object view carries: all the log keeps of one object (32 by default), newest first.
+const OBJECT_DECISIONS: usize = 32;
 
 /// Why an object query cannot be answered.
 #[derive(Debug, thiserror::Error)]

@@ -48,7 +48,7 @@ pub struct ExplainArgs {
     #[arg(long, env = "MINI_KCM_MANAGER_ADDR")]
     manager_addr: Option<String>,
     /// How many of the object's newest decisions to print (the manager keeps up to 32 per object).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 10)]
     decisions: usize,
 }
 
