@@ -10,6 +10,7 @@
 //! GET per request over tokio: the endpoint is local and unauthenticated, so no HTTP client is needed.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
@@ -87,8 +88,15 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
         let decisions: Vec<Decision> = get_json(&addr, &path).await?;
         rs_decisions.push((rs.name.clone(), decisions));
     }
-    print!("{}", render(&view, &rs_decisions));
-    Ok(())
+    // `explain … | grep -q …` closes the pipe early: that is not an error.
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(render(&view, &rs_decisions).as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written.context("writing to stdout"),
+    }
 }
 
 /// The manager address a running `mini-kcm up` recorded: the first plane slot whose owner still runs.
