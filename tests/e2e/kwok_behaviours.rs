@@ -1,10 +1,12 @@
-//! The opt-in kwok pod behaviours of `deploy/kwok/stages.yaml`, on the real plane (no workload
-//! controllers needed: bare pods, bound by the real scheduler).
+//! The kwok pod behaviours of `deploy/kwok/stages.yaml`, on the real plane (no workload controllers
+//! needed: bare pods, bound by the real scheduler): the opt-in behaviours, and the kubelet rules (stages
+//! `kubelet-*`, on unless `MINI_KCM_KUBELET_RULES=off`) that report pods as a kubelet would.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Probe, TCPSocketAction};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ObjectMeta, PostParams};
 use mini_kcm_e2e::pod_template;
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
@@ -148,4 +150,179 @@ async fn failing_pods_end_in_phase_failed() {
         .and_then(|s| s.terminated)
         .map(|t| t.exit_code);
     assert_eq!(exit_code, Some(1));
+}
+
+fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+}
+
+fn waiting_reasons(pod: Option<&Pod>) -> Vec<String> {
+    pod.and_then(|p| p.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn with_image(mut pod: Pod, image: &str) -> Pod {
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers[0].image = Some(image.into());
+    }
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_with_unpullable_images_stay_pending_in_image_pull_backoff() {
+    let ns = TestNamespace::create(plane(), "kwok-image-pull").await;
+    let pods = ns.api::<Pod>();
+    // The missing images of upstream's e2e suites (the default pattern of the kubelet rules).
+    for (name, image) in [
+        ("tag-404", "webserver:404"),
+        ("non-existent", "foo:non-existent"),
+    ] {
+        pods.create(
+            &PostParams::default(),
+            &with_image(pod(name, &[], &[]), image),
+        )
+        .await
+        .unwrap();
+    }
+    for name in ["tag-404", "non-existent"] {
+        ns.wait_for(&pods, name, "ErrImagePull first", TIMEOUT, |p| {
+            waiting_reasons(p) == ["ErrImagePull"] || waiting_reasons(p) == ["ImagePullBackOff"]
+        })
+        .await;
+        let backing_off = ns
+            .wait_for(&pods, name, "Pending in ImagePullBackOff", TIMEOUT, |p| {
+                phase(p) == Some("Pending") && waiting_reasons(p) == ["ImagePullBackOff"]
+            })
+            .await
+            .unwrap();
+        let ready = ready_condition(&backing_off).unwrap();
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+        assert!(
+            backing_off.status.and_then(|s| s.pod_ip).is_some(),
+            "the sandbox has an IP"
+        );
+    }
+    // A pullable image created afterwards turns Ready; the unpullable ones still are not.
+    pods.create(&PostParams::default(), &pod("pullable", &[], &[]))
+        .await
+        .unwrap();
+    ns.wait_for(&pods, "pullable", "a Ready pod", TIMEOUT, |p| {
+        p.and_then(|p| condition(p, "Ready")).as_deref() == Some("True")
+    })
+    .await;
+    for name in ["tag-404", "non-existent"] {
+        let pod = pods.get(name).await.unwrap();
+        assert_eq!(phase(Some(&pod)), Some("Pending"), "{name}");
+        assert_eq!(condition(&pod, "Ready").as_deref(), Some("False"), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_probes_delay_ready_by_their_initial_delay() {
+    const INITIAL_DELAY: i32 = 4;
+    let ns = TestNamespace::create(plane(), "kwok-probe").await;
+    let pods = ns.api::<Pod>();
+    let mut probed = pod("probed", &[], &[]);
+    if let Some(spec) = probed.spec.as_mut() {
+        spec.containers[0].readiness_probe = Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::Int(80),
+                ..Default::default()
+            }),
+            initial_delay_seconds: Some(INITIAL_DELAY),
+            ..Default::default()
+        });
+    }
+    pods.create(&PostParams::default(), &probed).await.unwrap();
+    // First Running but not Ready: the probe has not run yet.
+    ns.wait_for(&pods, "probed", "Running, not yet Ready", TIMEOUT, |p| {
+        phase(p) == Some("Running")
+            && p.and_then(|p| condition(p, "Ready")).as_deref() == Some("False")
+    })
+    .await;
+    let ready = ns
+        .wait_for(
+            &pods,
+            "probed",
+            "Ready after the probe's delay",
+            TIMEOUT,
+            |p| p.and_then(|p| condition(p, "Ready")).as_deref() == Some("True"),
+        )
+        .await
+        .unwrap();
+    let started = ready
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.clone())
+        .unwrap()
+        .0;
+    let ready_at = ready_condition(&ready)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap()
+        .0;
+    let delay = ready_at.as_second() - started.as_second();
+    assert!(
+        delay >= i64::from(INITIAL_DELAY),
+        "Ready {delay}s after start, expected at least initialDelaySeconds = {INITIAL_DELAY}"
+    );
+    let statuses = ready.status.and_then(|s| s.container_statuses).unwrap();
+    assert!(statuses.iter().all(|c| c.ready), "{statuses:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_marked_not_ready_after_a_node_outage_turn_ready_again() {
+    let ns = TestNamespace::create(plane(), "kwok-ready-again").await;
+    let pods = ns.api::<Pod>();
+    pods.create(&PostParams::default(), &pod("survivor", &[], &[]))
+        .await
+        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod("still-unready", &[(BEHAVIOUR, "never-ready")], &[]),
+    )
+    .await
+    .unwrap();
+    let mut running = ns
+        .wait_for(&pods, "survivor", "a Ready pod", TIMEOUT, |p| {
+            p.and_then(|p| condition(p, "Ready")).as_deref() == Some("True")
+        })
+        .await
+        .unwrap();
+    // What the node-lifecycle controller writes when a node stops reporting (MarkPodsNotReady): the Ready
+    // condition False, no reason, through the status subresource; containers still ready.
+    let conditions = running
+        .status
+        .as_mut()
+        .and_then(|s| s.conditions.as_mut())
+        .unwrap();
+    for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
+        c.status = "False".into();
+        c.reason = None;
+        c.message = None;
+    }
+    let marked = pods
+        .replace_status("survivor", &PostParams::default(), &running)
+        .await
+        .unwrap();
+    assert_eq!(condition(&marked, "Ready").as_deref(), Some("False"));
+    // The node is Ready (kwok heartbeats it), so its kubelet reports the pod Ready again.
+    ns.wait_for(&pods, "survivor", "Ready again", TIMEOUT, |p| {
+        p.and_then(|p| condition(p, "Ready")).as_deref() == Some("True")
+    })
+    .await;
+    // A pod whose containers are not ready is not made Ready by that rule.
+    let unready = pods.get("still-unready").await.unwrap();
+    assert_eq!(condition(&unready, "Ready").as_deref(), Some("False"));
 }

@@ -42,6 +42,8 @@ pub enum PlaneError {
         "another plane runs a real node on this host (it holds {lock}); stop it, or start this plane without --real-node"
     )]
     RealNodeInUse { lock: PathBuf },
+    #[error("kubelet rules: {0}")]
+    KubeletRules(String),
     #[error("real node: {0}")]
     RealNode(String),
     #[error("reading kubeconfig {path}: {source}")]

@@ -19,6 +19,7 @@
 mod binaries;
 mod error;
 mod health;
+mod kubelet_rules;
 pub mod nodes;
 mod pki;
 mod plane;
@@ -30,6 +31,9 @@ mod versions;
 
 pub use binaries::Binaries;
 pub use error::PlaneError;
+pub use kubelet_rules::{
+    DEFAULT_UNPULLABLE_IMAGES, KUBELET_RULES_ENV, KubeletRules, UNPULLABLE_IMAGES_ENV,
+};
 pub use pki::REAL_NODE_NAME;
 pub use plane::{Component, LocalPlane, PlaneInfo, PlaneOptions, UpstreamWorkloadControllers};
 pub use plane::{REPLACED_CONTROLLERS, client_from_kubeconfig, config_from_kubeconfig};

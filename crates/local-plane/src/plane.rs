@@ -18,7 +18,7 @@ use crate::ports::free_ports;
 use crate::process::log_tail;
 use crate::real_node::{self, RealNode, RealNodeInfo, RealNodeOptions};
 use crate::state_dir::StateDir;
-use crate::{Binaries, KWOK_STAGES, ManagedProcess, PlaneError, nodes};
+use crate::{Binaries, KubeletRules, ManagedProcess, PlaneError, nodes};
 
 /// Whether kube-controller-manager also runs its own Deployment, ReplicaSet and DaemonSet controllers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,9 @@ pub struct PlaneOptions {
     pub step_timeout: Duration,
     /// Also run one real node (containerd, kubelet, kube-proxy) on this host; see [`RealNodeOptions`].
     pub real_node: Option<RealNodeOptions>,
+    /// The simulated kubelet's rules (unpullable images, readiness-probe delays, Ready again after a node
+    /// outage); [`PlaneOptions::new`] takes them from the environment (see [`KubeletRules::from_env`]).
+    pub kubelet_rules: KubeletRules,
 }
 
 impl PlaneOptions {
@@ -61,6 +64,7 @@ impl PlaneOptions {
             install_crds: true,
             step_timeout: Duration::from_secs(120),
             real_node: None,
+            kubelet_rules: KubeletRules::from_env(),
         }
     }
 }
@@ -200,7 +204,7 @@ impl LocalPlane {
             write_kubeconfig(out, &server, &pki)?;
         }
         let stages = dir.join("kwok").join("stages.yaml");
-        std::fs::write(&stages, KWOK_STAGES)
+        std::fs::write(&stages, options.kubelet_rules.stage_file()?)
             .map_err(|e| PlaneError::io("writing the kwok stage file", e))?;
         std::fs::write(dir.join(AUDIT_POLICY_FILE), AUDIT_POLICY)
             .map_err(|e| PlaneError::io("writing the audit policy", e))?;

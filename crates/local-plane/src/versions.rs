@@ -50,7 +50,7 @@ impl VersionSet {
     }
 
     /// The environment the build script reads the versions from.
-    pub(crate) fn as_env(&self) -> [(&'static str, &str); 3] {
+    pub fn as_env(&self) -> [(&'static str, &str); 3] {
         [
             ("KUBERNETES_VERSION", &self.kubernetes),
             ("ETCD_VERSION", &self.etcd),

@@ -9,6 +9,8 @@
 //!   (docs/performance.md).
 //! - `mini-kcm explain` shows one object's queue state, expectations, tree and decisions from a running
 //!   manager (docs/live-view.md).
+//! - `mini-kcm conformance` runs Kubernetes' own e2e specs for these controllers on a local plane, with
+//!   `--compare` beside kube-controller-manager's (docs/conformance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod duration;
@@ -62,6 +64,9 @@ enum Command {
     /// Explain what a running manager does to one object and why: queue state, expectations,
     /// ReplicaSets and pods or node map, recent decisions (docs/live-view.md).
     Explain(explain::ExplainArgs),
+    /// Run Kubernetes' own e2e specs for Deployments, ReplicaSets and DaemonSets on a local plane with
+    /// mini-kcm's controllers (and with kube-controller-manager's: --compare) (docs/conformance.md).
+    Conformance(mini_kcm_conformance::ConformanceArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
 }
@@ -84,6 +89,10 @@ async fn main() -> std::process::ExitCode {
         Command::BuildPlane => up::build_plane().await,
         Command::Explain(args) => explain::run(args).await,
         Command::Bench(args) => mini_kcm_bench::run(args)
+            .await
+            .map(|_| ())
+            .map_err(Into::into),
+        Command::Conformance(args) => mini_kcm_conformance::run(args)
             .await
             .map(|_| ())
             .map_err(Into::into),

@@ -1,0 +1,145 @@
+//! `mini-kcm conformance`: Kubernetes' own e2e specs for the workload controllers, run against a local
+//! plane whose Deployment, ReplicaSet and DaemonSet controllers are mini-kcm's, and with `--compare` also
+//! against one with kube-controller-manager's, side by side (docs/conformance.md).
+//!
+//! The specs are upstream's (`test/e2e/apps`, and for the widened net `test/e2e/apimachinery` and
+//! `test/e2e/kubectl`), compiled from the same k8s.io/kubernetes module as the plane behind mini-kcm's own
+//! test main ([`E2eBinary`]). A spec counts against mini-kcm when it fails on mini-kcm's plane and is not
+//! an expected failure ([`specs::EXPECTED_FAILURES`], each failing with upstream's controllers too).
+
+mod binary;
+mod error;
+mod report;
+mod run;
+mod side;
+pub mod specs;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+
+pub use binary::E2eBinary;
+pub use error::ConformanceError;
+pub use report::{Outcome, SideResults, SpecResult, table};
+pub use run::SEED;
+pub use side::{Side, SidePlane};
+pub use specs::SpecSet;
+
+/// The command line of `mini-kcm conformance`.
+#[derive(Debug, Clone, Args)]
+pub struct ConformanceArgs {
+    /// Also run the specs against kube-controller-manager's own controllers and print both side by side.
+    #[arg(long)]
+    pub compare: bool,
+    /// Which spec sets to run (comma-separated): apps (sig-apps Deployment, ReplicaSet, Daemon set,
+    /// ControllerRevision), disruption (sig-apps DisruptionController), widened (apimachinery and kubectl
+    /// specs that drive Deployments and ReplicaSets).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = SpecSet::ALL)]
+    pub sets: Vec<SpecSet>,
+    /// e2e processes running specs at once on a plane (`[Serial]` specs always run alone).
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Simulated nodes of each plane.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Where reports, logs and the table (table.md) go.
+    #[arg(long, default_value = "target/conformance")]
+    pub out: PathBuf,
+}
+
+/// Runs the specs of `sets` on a fresh plane of `side` and returns one result per spec.
+pub async fn run_side(
+    side: Side,
+    binary: &E2eBinary,
+    sets: &[SpecSet],
+    parallel: usize,
+    nodes: usize,
+    out: PathBuf,
+    progress: impl Fn(&str),
+) -> Result<SideResults, ConformanceError> {
+    std::fs::create_dir_all(&out)
+        .map_err(|e| ConformanceError::io(format!("creating {}", out.display()), e))?;
+    let started = Instant::now();
+    progress(&format!(
+        "{}: starting a plane with {nodes} nodes",
+        side.name()
+    ));
+    let side_plane = SidePlane::start(side, binary, nodes).await?;
+    let kubeconfig = side_plane.plane.kubeconfig().to_path_buf();
+    let plan = run::RunPlan {
+        binary,
+        kubeconfig: &kubeconfig,
+        sets,
+        parallel,
+        out,
+    };
+    let outcome = async {
+        let specs = run::list(&plan).await?;
+        progress(&format!(
+            "{}: {} specs selected; reports and logs in {}",
+            side.name(),
+            specs.len(),
+            plan.out.display()
+        ));
+        run::run(&plan, &specs, |line| {
+            progress(&format!("{}: {line}", side.name()))
+        })
+        .await
+    }
+    .await;
+    let manager_failed = side_plane.manager_failed();
+    let stopped = side_plane.stop().await;
+    let results = outcome?;
+    if manager_failed {
+        stopped?;
+    }
+    Ok(SideResults {
+        side,
+        results,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// `mini-kcm conformance`: runs the sets on mini-kcm's plane (and upstream's with `--compare`), prints
+/// the table and writes it to `<out>/table.md`. Fails when a spec fails on mini-kcm's plane that is not an
+/// expected failure.
+pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceError> {
+    let progress = |line: &str| eprintln!("conformance: {line}");
+    progress("building (or finding cached) the plane and the e2e binary");
+    let binary = E2eBinary::ensure().await?;
+    let mut sides = vec![Side::Mini];
+    if args.compare {
+        sides.push(Side::Upstream);
+    }
+    let mut results = Vec::new();
+    for side in sides {
+        let out = args.out.join(side.name());
+        results.push(
+            run_side(
+                side,
+                &binary,
+                &args.sets,
+                args.parallel,
+                args.nodes,
+                out,
+                progress,
+            )
+            .await?,
+        );
+    }
+    let table = table(&results);
+    println!("{table}");
+    let path = args.out.join("table.md");
+    std::fs::write(&path, &table)
+        .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))?;
+    progress(&format!("table written to {}", path.display()));
+    let mini = &results[0];
+    let failures = mini.unexpected_failures();
+    if !failures.is_empty() {
+        return Err(ConformanceError::UnexpectedFailures(
+            failures.iter().map(|r| r.spec.clone()).collect(),
+        ));
+    }
+    Ok(results)
+}
