@@ -101,8 +101,10 @@ struct Up(Child);
 
 impl Drop for Up {
     fn drop(&mut self) {
+        // `--`: procps' kill otherwise reads `-PGID` as an option and signals nothing (then `wait`
+        // below blocks forever).
         let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", self.0.id())])
+            .args(["-TERM", "--", &format!("-{}", self.0.id())])
             .status();
         let _ = self.0.wait();
     }

@@ -28,6 +28,7 @@ use mini_kcm_runtime::inspect::ManagerView;
 
 use crate::leader_election::LeaderState;
 use crate::live_view::LiveView;
+use crate::object_view::ObjectQuery;
 
 /// How long a client may take to send a request's headers (also bounds an idle keep-alive connection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,7 +53,9 @@ pub(crate) async fn serve(listener: TcpListener, health: Health) {
         .route("/healthz", get(live))
         .route("/livez", get(live))
         .route("/readyz", get(ready))
+        .route("/debug/controllers", get(page))
         .route("/debug/controllers/state", get(live_state))
+        .route("/debug/controllers/object", get(object))
         .route("/debug/controllers/decisions", get(decisions))
         .with_state(health);
     loop {
@@ -81,6 +84,25 @@ async fn metrics(State(health): State<Health>) -> Response {
     match TextEncoder::new().encode(&health.registry.gather(), &mut body) {
         Ok(()) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        crate::live_view::PAGE,
+    )
+        .into_response()
+}
+
+/// `?kind=&family=&namespace=&name=`: one object's tree, queue state, expectations and decisions.
+async fn object(State(health): State<Health>, Query(query): Query<ObjectQuery>) -> Response {
+    match health.live_view.object(&query) {
+        Ok(view) => Json(view).into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     }
 }
 
@@ -193,6 +215,42 @@ mod tests {
         );
         assert!(answer.contains("demo_total 1"), "{answer}");
         assert!(answer.contains("informer caches not synced"), "{answer}");
+    }
+
+    /// The page is served as HTML; the object endpoint answers JSON (before the controllers exist: an
+    /// empty view) and refuses unknown kinds with a reason.
+    #[tokio::test]
+    async fn live_view_page_and_object_endpoint() {
+        let addr = start(health(true)).await;
+        let answer = exchange(
+            addr,
+            "GET /debug/controllers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.contains("text/html"), "{answer}");
+        assert!(answer.contains("mini-kcm live view"), "{answer}");
+
+        let answer = exchange(
+            addr,
+            "GET /debug/controllers/object?kind=deploy&namespace=ns&name=web HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let view: crate::object_view::ObjectView = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            (view.kind.as_str(), view.family.as_str(), view.name.as_str()),
+            ("Deployment", "apps", "web")
+        );
+        assert!(!view.controller_running && !view.found);
+
+        let answer = exchange(
+            addr,
+            "GET /debug/controllers/object?kind=pod&name=web HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("unknown kind"), "{answer}");
     }
 
     #[tokio::test]

@@ -8,6 +8,7 @@
 mod http;
 pub mod leader_election;
 mod live_view;
+pub mod object_view;
 mod options;
 mod version;
 

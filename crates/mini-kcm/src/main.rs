@@ -7,11 +7,14 @@
 //! - `mini-kcm rollout` is `kubectl rollout` for Deployments and DaemonSets of both families.
 //! - `mini-kcm bench` runs mini-kcm and kube-controller-manager side by side on a local plane
 //!   (docs/performance.md).
+//! - `mini-kcm explain` shows one object's queue state, expectations, tree and decisions from a running
+//!   manager (docs/live-view.md).
 //! - `mini-kcm conformance` runs Kubernetes' own e2e specs for these controllers on a local plane, with
 //!   `--compare` beside kube-controller-manager's (docs/conformance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
 mod duration;
+mod explain;
 mod rollout;
 mod run;
 mod up;
@@ -58,6 +61,9 @@ enum Command {
     Rollout(rollout::RolloutArgs),
     /// Benchmark mini-kcm against kube-controller-manager on a local plane (docs/performance.md).
     Bench(mini_kcm_bench::BenchArgs),
+    /// Explain what a running manager does to one object and why: queue state, expectations,
+    /// ReplicaSets and pods or node map, recent decisions (docs/live-view.md).
+    Explain(explain::ExplainArgs),
     /// Run Kubernetes' own e2e specs for Deployments, ReplicaSets and DaemonSets on a local plane with
     /// mini-kcm's controllers (and with kube-controller-manager's: --compare) (docs/conformance.md).
     Conformance(mini_kcm_conformance::ConformanceArgs),
@@ -81,6 +87,7 @@ async fn main() -> std::process::ExitCode {
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::BuildPlane => up::build_plane().await,
+        Command::Explain(args) => explain::run(args).await,
         Command::Bench(args) => mini_kcm_bench::run(args)
             .await
             .map(|_| ())

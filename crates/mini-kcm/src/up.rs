@@ -101,6 +101,16 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         },
         _ => None,
     };
+    if let Some(manager) = &manager {
+        // `mini-kcm explain` finds the manager through this file (a stopped plane's owner.pid is stale).
+        let path = plane
+            .info()
+            .state_dir
+            .join(crate::explain::MANAGER_ADDR_FILE);
+        if let Err(e) = std::fs::write(&path, manager.metrics_addr.to_string()) {
+            eprintln!("mini-kcm: cannot write {}: {e}", path.display());
+        }
+    }
     print_summary(&plane, &args, manager.as_ref());
 
     let mut health = tokio::time::interval(Duration::from_secs(1));
@@ -176,13 +186,14 @@ fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessMa
     let kubeconfig = args.kubeconfig_out.as_ref().unwrap_or(&info.kubeconfig);
     let controllers = match args.workload_controllers {
         WorkloadControllers::Mini => format!(
-            "mini (in this process, apps/v1 and minikcm.dev copies: {}; metrics on http://{}/metrics)",
+            "mini (in this process, apps/v1 and minikcm.dev copies: {}; metrics on http://{addr}/metrics, \
+             live view on http://{addr}/debug/controllers)",
             mini_kcm_manager::ControllerName::ALL
                 .iter()
                 .map(|c| c.name())
                 .collect::<Vec<_>>()
                 .join(", "),
-            manager.map_or_else(|| "-".to_string(), |m| m.metrics_addr.to_string())
+            addr = manager.map_or_else(|| "-".to_string(), |m| m.metrics_addr.to_string())
         ),
         WorkloadControllers::Upstream => "upstream (kube-controller-manager's own)".to_string(),
         WorkloadControllers::None => "none".to_string(),

@@ -221,6 +221,31 @@ fn two_planes_side_by_side_stop_cleanly_on_sigint_and_sigterm() {
         "{pods}"
     );
 
+    // `up` records its manager's address for `mini-kcm explain`, which reads the live view there.
+    let addr = std::fs::read_to_string(a.state_dir.join("manager.addr")).expect("manager.addr");
+    let explain = Command::new(env!("CARGO_BIN_EXE_mini-kcm"))
+        .args(["explain", "rs/web", "--family", "copies", "--manager-addr"])
+        .arg(addr.trim())
+        .output()
+        .expect("run mini-kcm explain");
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        explain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&explain.stderr)
+    );
+    assert!(
+        text.starts_with("ReplicaSet default/web (copies)"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("Running  ready  owner ReplicaSet/web"))
+            .count(),
+        2,
+        "{text}"
+    );
+
     send(&a.child, libc::SIGINT);
     let status = a.child.wait().expect("wait a");
     assert!(status.success(), "Ctrl-C is a clean stop: {status}");
