@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use kube::Resource;
 
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 use crate::informers::Informer;
 
 /// Upstream's `<controller>_stale_sync_skips_total{group, resource}`: syncs skipped because the caches

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 
 /// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
 pub const MAX_LINES: usize = 24;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 
 /// After this long unmet expectations are ignored and the owner syncs anyway (upstream `ExpectationsTimeout`).
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);

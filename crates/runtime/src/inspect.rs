@@ -13,7 +13,7 @@ use mini_kcm_workqueue::WorkQueue;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 use crate::decisions::DecidedBy;
 use crate::expectations::{EXPECTATIONS_TIMEOUT, ExpectationsSnapshot};
 

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::api_errors::{is_invalid, is_not_found};
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 use crate::decisions;
 use crate::kinds::controller_ref;
 

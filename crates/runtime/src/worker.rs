@@ -19,7 +19,7 @@ use futures::FutureExt;
 use mini_kcm_workqueue::WorkQueue;
 use tracing::Instrument;
 
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::inspect::SyncStats;
 
@@ -145,6 +145,8 @@ where
                     .in_scope(|| handle_outcome(&w.queue, &key, outcome, w.max_retries, &w.panics));
                 w.stats.record(failure.is_some());
                 if let Some(draft) = draft {
+                    // A routine retry (the cache has not caught up yet) is not a decision gone wrong.
+                    let failure = failure.filter(|f| !f.routine).map(|f| f.message);
                     w.decisions.file(draft, failure);
                 }
                 w.queue.done(&key);
@@ -159,6 +161,12 @@ where
     }
 }
 
+/// What a failed sync reports beyond the queue: its message, and whether it was a routine retry.
+struct Failure {
+    message: String,
+    routine: bool,
+}
+
 /// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does). Returns the
 /// failure, if the sync failed (a failure that forgets the key at once is not one: nothing is wrong).
 fn handle_outcome<E: SyncFailure>(
@@ -167,8 +175,9 @@ fn handle_outcome<E: SyncFailure>(
     outcome: Outcome<E>,
     max_retries: Option<usize>,
     panics: &SyncPanics,
-) -> Option<String> {
+) -> Option<Failure> {
     let retries = queue.num_requeues(key);
+    let mut routine = false;
     let error = match outcome {
         Outcome::Synced => {
             queue.forget(key);
@@ -181,6 +190,7 @@ fn handle_outcome<E: SyncFailure>(
         }
         Outcome::Failed(e) => {
             if e.is_expected() {
+                routine = true;
                 tracing::debug!(error = %e, retries, "sync failed (expected)");
             } else {
                 tracing::warn!(error = %e, retries, "sync failed");
@@ -209,7 +219,10 @@ fn handle_outcome<E: SyncFailure>(
     } else {
         queue.add_rate_limited(key.clone());
     }
-    Some(error)
+    Some(Failure {
+        message: error,
+        routine,
+    })
 }
 
 thread_local! {

@@ -7,7 +7,8 @@
 //! the controller's crate) and writes. The manager runs every controller through the [`Controller`]
 //! trait, built from its descriptor table (one entry per controller, like kube-controller-manager's).
 
-mod key;
+// Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
+pub mod key;
 mod owners;
 
 use futures::future::BoxFuture;

@@ -8,7 +8,7 @@ use kube::{Api, Client};
 
 use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
 use crate::consistency::ConsistencyStore;
-use crate::controller::ObjectKey;
+use crate::controller::key::ObjectKey;
 use crate::decisions;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
