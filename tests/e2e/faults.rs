@@ -15,16 +15,20 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TestManager, check_every_state, deployment_of, deployments, for_both_families, replica_sets,
+    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, deployment_of,
+    deployments, family_resource, for_both_families, is_active, replica_set, replica_sets,
     rolling_update, wait_deployment_complete,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
-use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
+use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_testkit::{
+    Component, PlaneConfig, PlaneInfo, TestNamespace, component_pid, expire_watches, shared_plane,
+};
 use serde_json::json;
 
 const FREEZE: Duration = Duration::from_secs(30);
@@ -37,7 +41,10 @@ fn plane() -> &'static PlaneInfo {
     shared_plane(PlaneConfig::default())
 }
 
-for_both_families!(a_frozen_api_server_mid_rollout_converges_within_the_bounds);
+for_both_families!(
+    a_frozen_api_server_mid_rollout_converges_within_the_bounds,
+    a_forced_relist_mid_scale_creates_and_deletes_exactly,
+);
 
 async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: ApiFamily) {
     let _one = ONE_FAULT_AT_A_TIME.lock().await;
@@ -130,7 +137,8 @@ async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: Api
             || status.available_replicas.unwrap_or(0) < replicas,
         "the rollout was over before the freeze: {status:?}"
     );
-    let apiserver = plane().pids["kube-apiserver"];
+    // The current pid: another test of this binary may have restarted the API server.
+    let apiserver = component_pid(Component::ApiServer).unwrap();
     let pid = libc::pid_t::try_from(apiserver).unwrap();
     // SAFETY: signals to a process of our own plane.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
@@ -157,4 +165,157 @@ async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: Api
         "bounds broken around the freeze: {violations:?}"
     );
     manager.stop().await;
+}
+
+/// Every watch expires (etcd compacted to its current revision, the API server restarted) right after a
+/// ReplicaSet is scaled from 2 to 20, and again right after it is scaled down to 5: the manager's
+/// informers must relist (counted through `/debug/controllers/state`), and a relist must not make it
+/// forget pods it created (duplicate creates) or pods it deleted (lost or repeated deletes). Checked on
+/// every state the pod watch delivers: never more active pods than the largest `spec.replicas` the
+/// ReplicaSet has had; at the end exactly `spec.replicas`, all owned by it.
+async fn a_forced_relist_mid_scale_creates_and_deletes_exactly(family: ApiFamily) {
+    let _one = ONE_FAULT_AT_A_TIME.lock().await;
+    let ns = TestNamespace::create(plane(), &format!("fault-relist-{}", family.label())).await;
+    let manager = TestManager::start(&ns, kinds(family)).await;
+    let (small, large, after) = (2, 20, 5);
+    replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", small, family))
+        .await
+        .unwrap();
+    let uid = wait_replica_set(&ns, family, small)
+        .await
+        .metadata
+        .uid
+        .unwrap();
+
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let checks = Arc::new(Mutex::new(0_u64));
+    let most = Arc::new(Mutex::new(0_usize));
+    let writer = store::Writer::<Pod>::default();
+    let reader = writer.as_reader();
+    let stream = reflector(
+        writer,
+        watcher(
+            ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector("web")),
+        ),
+    )
+    .default_backoff();
+    let (seen, counted, largest) = (violations.clone(), checks.clone(), most.clone());
+    let watch = tokio::spawn(check_every_state(stream, move || {
+        let active = reader.state().iter().filter(|p| is_active(p)).count();
+        *counted.lock().unwrap() += 1;
+        let mut largest = largest.lock().unwrap();
+        *largest = (*largest).max(active);
+        // The bound is the largest spec.replicas so far: 20 from the scale-up on.
+        if active > large as usize {
+            seen.lock()
+                .unwrap()
+                .push(format!("{active} active pods > {large}"));
+        }
+    }));
+
+    let lists_before = pod_lists(&manager).await;
+    let started = Instant::now();
+    scale(&ns, family, large).await;
+    let expiring = Instant::now();
+    let expired = expire_watches().await.unwrap();
+    let expiry = expiring.elapsed();
+    let up_relists = pod_lists(&manager).await;
+    wait_replica_set(&ns, family, large).await;
+    let up = started.elapsed();
+
+    let started = Instant::now();
+    scale(&ns, family, after).await;
+    expire_watches().await.unwrap();
+    wait_replica_set(&ns, family, after).await;
+    let down = started.elapsed();
+    let pods = ns.api::<Pod>().list(&Default::default()).await.unwrap();
+    let active: Vec<&Pod> = pods.items.iter().filter(|p| is_active(p)).collect();
+    let lists_after = pod_lists(&manager).await;
+    watch.abort();
+
+    let violations = violations.lock().unwrap().clone();
+    let checks = *checks.lock().unwrap();
+    println!(
+        "{}: forced relists mid-scale (etcd compacted at revision {:?}, API server back in {:.1}s): 2→20 in {:.1}s, 20→5 in {:.1}s; \
+         pod informer lists {lists_before} → {up_relists} → {lists_after}; most active pods seen {}; \
+         {checks} states checked",
+        family.label(),
+        expired.compacted_revision,
+        expiry.as_secs_f64(),
+        up.as_secs_f64(),
+        down.as_secs_f64(),
+        *most.lock().unwrap(),
+    );
+    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        lists_after >= lists_before + 2,
+        "the manager's pod informer did not relist after each forced expiry: {lists_before} → {lists_after}"
+    );
+    assert!(violations.is_empty(), "duplicate creates: {violations:?}");
+    assert_eq!(active.len(), after as usize, "active pods at the end");
+    assert!(
+        active
+            .iter()
+            .all(|p| controller_uid(p).as_deref() == Some(uid.as_str())),
+        "every pod owned by the ReplicaSet"
+    );
+    manager.stop().await;
+}
+
+fn kinds(family: ApiFamily) -> Kinds {
+    match family {
+        ApiFamily::Apps => Kinds::Apps,
+        ApiFamily::Copies => Kinds::Copies,
+    }
+}
+
+async fn scale(ns: &TestNamespace, family: ApiFamily, replicas: i32) {
+    replica_sets(ns, family)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until ReplicaSet `web` reports `replicas` available pods for its current generation.
+async fn wait_replica_set(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    replicas: i32,
+) -> ReplicaSetObject {
+    ns.wait_for_with(
+        &replica_sets(ns, family),
+        family_resource(family),
+        "web",
+        &format!("{replicas} available replicas"),
+        TIMEOUT,
+        |rs| {
+            rs.is_some_and(|rs| {
+                let status = rs.status.clone().unwrap_or_default();
+                status.replicas == replicas
+                    && status.available_replicas.unwrap_or(0) == replicas
+                    && status.observed_generation == rs.metadata.generation
+            })
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Full lists so far by the manager's pod informers (`/debug/controllers/state`).
+async fn pod_lists(manager: &TestManager) -> u64 {
+    let state: serde_json::Value =
+        serde_json::from_str(&manager.get("/debug/controllers/state").await).unwrap();
+    state["informers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["resource"].as_str().is_some_and(|r| r.ends_with("/pods")))
+        .map(|i| i["lists"].as_u64().unwrap_or(0))
+        .sum()
 }
