@@ -44,7 +44,16 @@ fn plane() -> &'static PlaneInfo {
 for_both_families!(
     a_frozen_api_server_mid_rollout_converges_within_the_bounds,
     a_forced_relist_mid_scale_creates_and_deletes_exactly,
+    a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds,
 );
+
+/// Set to `1` for the full-size fault runs (20 rollouts and 10 kills of the manager); CI runs a smaller
+/// variant of the same test.
+const FULL_FAULTS: &str = "MINI_KCM_FULL_FAULTS";
+
+fn full_faults() -> bool {
+    std::env::var(FULL_FAULTS).is_ok_and(|v| v == "1")
+}
 
 async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: ApiFamily) {
     let _one = ONE_FAULT_AT_A_TIME.lock().await;
@@ -318,4 +327,154 @@ async fn pod_lists(manager: &TestManager) -> u64 {
         .filter(|i| i["resource"].as_str().is_some_and(|r| r.ends_with("/pods")))
         .map(|i| i["lists"].as_u64().unwrap_or(0))
         .sum()
+}
+
+/// Concurrent rollouts while the manager is killed (its task dropped mid-request, as `kill -9` would) and
+/// started again, over and over, at moments drawn from a seeded sequence (printed, to replay a run). On
+/// every state the ReplicaSet watch delivers, for each Deployment: Σ `spec.replicas` ≤ replicas +
+/// maxSurge, and one ReplicaSet per template. After the last kill every rollout must complete.
+/// CI: 6 rollouts, 3 kills; `MINI_KCM_FULL_FAULTS=1`: 20 rollouts, 10 kills.
+async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds(
+    family: ApiFamily,
+) {
+    let _one = ONE_FAULT_AT_A_TIME.lock().await;
+    let (rollouts, kills) = if full_faults() { (20, 10) } else { (6, 3) };
+    let ns = TestNamespace::create(plane(), &format!("fault-kills-{}", family.label())).await;
+    let mut manager = TestManager::start(&ns, kinds(family)).await;
+    // maxUnavailable 0: four steps of one surge pod that takes 4 s to become Ready, so every rollout lasts
+    // well beyond the kills (CI: at most 9 s of them).
+    let (replicas, surge, unavailable) = (4, 1, 0);
+    let names: Vec<String> = (0..rollouts).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        let mut d = deployment_of(name, replicas, family);
+        rolling_update(&mut d, surge, unavailable);
+        deployments(&ns, family)
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap();
+    }
+    for name in &names {
+        wait_deployment_complete(&ns, family, name, replicas).await;
+    }
+
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let checks = Arc::new(Mutex::new(0_u64));
+    let writer = store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
+    let reader = writer.as_reader();
+    let stream = reflector(
+        writer,
+        watcher(replica_sets(&ns, family), watcher::Config::default()),
+    )
+    .default_backoff();
+    let (seen, counted) = (violations.clone(), checks.clone());
+    let watch = tokio::spawn(check_every_state(stream, move || {
+        *counted.lock().unwrap() += 1;
+        // Per Deployment (the ReplicaSet's controller): Σ spec.replicas, and ReplicaSets per template.
+        let mut totals: BTreeMap<String, i32> = BTreeMap::new();
+        let mut per_template: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for rs in reader.state() {
+            let owner = rs
+                .metadata
+                .owner_references
+                .as_ref()
+                .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
+                .map(|r| r.name.clone())
+                .unwrap_or_default();
+            let hash = rs
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(HASH))
+                .cloned()
+                .unwrap_or_default();
+            *totals.entry(owner.clone()).or_default() += rs.spec.replicas.unwrap_or(0);
+            *per_template.entry((owner, hash)).or_default() += 1;
+        }
+        let mut seen = seen.lock().unwrap();
+        for (owner, total) in totals {
+            if total > replicas + surge {
+                seen.push(format!(
+                    "{owner}: Σ spec.replicas {total} > {replicas} + {surge}"
+                ));
+            }
+        }
+        for ((owner, hash), n) in per_template {
+            if n > 1 {
+                seen.push(format!(
+                    "{owner}: {n} ReplicaSets with template hash {hash:?}"
+                ));
+            }
+        }
+    }));
+
+    for name in &names {
+        deployments(&ns, family)
+            .patch(
+                name,
+                &PatchParams::default(),
+                // New pods take 4 s to become Ready: the rollouts last long enough to be killed in.
+                &Patch::Merge(json!({"spec": {"template": {
+                    "metadata": {"annotations": {"minikcm.dev/ready-after": "4s"}},
+                    "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}})),
+            )
+            .await
+            .unwrap();
+    }
+    // The moments of the kills: 0.3–3 s of running between two kills, from a seeded sequence.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let mut state = seed | 1;
+    let mut next_gap = || {
+        // xorshift64: reproducible from the printed seed.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        Duration::from_millis(300 + state % 2700)
+    };
+    let mut mid_rollout = 0;
+    for _ in 0..kills {
+        // The fault's timing, not a wait for a condition.
+        tokio::time::sleep(next_gap()).await;
+        let all = deployments(&ns, family)
+            .list(&Default::default())
+            .await
+            .unwrap();
+        if all.items.iter().any(|d| {
+            let s = d.status.clone().unwrap_or_default();
+            s.observed_generation != d.metadata.generation
+                || s.updated_replicas.unwrap_or(0) < replicas
+                || s.replicas.unwrap_or(0) != replicas
+                || s.available_replicas.unwrap_or(0) < replicas
+        }) {
+            mid_rollout += 1;
+        }
+        manager.kill().await;
+        manager = TestManager::start(&ns, kinds(family)).await;
+    }
+    let last_kill = Instant::now();
+    for name in &names {
+        wait_deployment_complete(&ns, family, name, replicas).await;
+    }
+    let converged = last_kill.elapsed();
+    watch.abort();
+    let violations = violations.lock().unwrap().clone();
+    let checks = *checks.lock().unwrap();
+    println!(
+        "{}: {rollouts} rollouts, {kills} kills of the manager (seed {seed}), {mid_rollout} of them \
+         mid-rollout: all complete {:.1}s after the last kill; {checks} states checked",
+        family.label(),
+        converged.as_secs_f64(),
+    );
+    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        mid_rollout > 0,
+        "no kill landed while a rollout was under way"
+    );
+    assert!(
+        violations.is_empty(),
+        "bounds broken around the kills: {violations:?}"
+    );
+    manager.stop().await;
 }
