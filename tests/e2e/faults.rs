@@ -4,9 +4,12 @@
 //! two ReplicaSets. After the fault, the rollout must complete with nobody touching anything.
 //!
 //! The plane is this binary's alone (the faults would break other tests' requests), and one fault runs
-//! at a time. The freeze lasts 30 s: long enough for every client to see its requests hang and its
-//! watches stall, shorter than kube-controller-manager's node-monitor grace period (a longer freeze makes
-//! the node-lifecycle controller mark the kwok nodes NotReady afterwards, a plane effect, not ours).
+//! at a time. The short freeze lasts 30 s: long enough for every client to see its requests hang and its
+//! watches stall, shorter than kube-controller-manager's node-monitor grace period; the long one (90 s,
+//! 200 s with `MINI_KCM_FULL_FAULTS=1`) outlasts it, so nodes and pods go NotReady and come back.
+//!
+//! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), and the
+//! manager killed repeatedly during concurrent rollouts.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -56,8 +59,31 @@ fn full_faults() -> bool {
 }
 
 async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: ApiFamily) {
+    frozen_mid_rollout(family, FREEZE).await;
+}
+
+/// A freeze longer than kube-controller-manager's node-monitor grace period: afterwards its
+/// node-lifecycle controller marks the kwok nodes NotReady and their pods not Ready, and the plane's
+/// simulated kubelet (kwok's `kubelet-*` stages) brings them back as a kubelet's next status would. The
+/// rollout must still complete within the bounds. CI: 90 s on apps/v1; `MINI_KCM_FULL_FAULTS=1`: 200 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_frozen_past_the_node_grace_period_converges_within_the_bounds() {
+    let freeze = if full_faults() {
+        Duration::from_secs(200)
+    } else {
+        Duration::from_secs(90)
+    };
+    frozen_mid_rollout(ApiFamily::Apps, freeze).await;
+}
+
+/// The API server SIGSTOPped for `freeze` mid-rollout, then SIGCONT; checked as the module says.
+async fn frozen_mid_rollout(family: ApiFamily, freeze: Duration) {
     let _one = ONE_FAULT_AT_A_TIME.lock().await;
-    let ns = TestNamespace::create(plane(), &format!("fault-freeze-{}", family.label())).await;
+    let ns = TestNamespace::create(
+        plane(),
+        &format!("fault-freeze{}-{}", freeze.as_secs(), family.label()),
+    )
+    .await;
     let kinds = match family {
         ApiFamily::Apps => Kinds::Apps,
         ApiFamily::Copies => Kinds::Copies,
@@ -152,7 +178,7 @@ async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: Api
     // SAFETY: signals to a process of our own plane.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     // The fault's duration, not a wait for a condition.
-    tokio::time::sleep(FREEZE).await;
+    tokio::time::sleep(freeze).await;
     // SAFETY: as above.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
     let resumed = Instant::now();
@@ -166,7 +192,7 @@ async fn a_frozen_api_server_mid_rollout_converges_within_the_bounds(family: Api
         "{}: rollout converged {:.1}s after a {}s freeze; {checks} states checked",
         family.label(),
         converged.as_secs_f64(),
-        FREEZE.as_secs()
+        freeze.as_secs()
     );
     assert!(checks > 0, "the invariant watch saw no state");
     assert!(
