@@ -50,10 +50,29 @@ where
 /// `GET http://127.0.0.1:<port><path>` over a bare HTTP/1.0 connection (etcd's client port speaks plain
 /// HTTP); returns the response body if the status is 200.
 pub(crate) async fn plain_http_get(port: u16, path: &str) -> Result<String, String> {
+    plain_http(
+        port,
+        format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"),
+    )
+    .await
+}
+
+/// `POST http://127.0.0.1:<port><path>` with a JSON body, as [`plain_http_get`] (etcd's JSON gateway).
+pub(crate) async fn plain_http_post(port: u16, path: &str, json: &str) -> Result<String, String> {
+    plain_http(
+        port,
+        format!(
+            "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+            json.len()
+        ),
+    )
+    .await
+}
+
+async fn plain_http(port: u16, request: String) -> Result<String, String> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .await

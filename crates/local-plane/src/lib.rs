@@ -18,6 +18,7 @@
 
 mod binaries;
 mod error;
+mod faults;
 mod health;
 mod kubelet_rules;
 pub mod nodes;

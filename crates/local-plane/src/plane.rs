@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::faults::Recipe;
 use crate::health::{https_ok, plain_http_get, wait_until};
 use crate::pki::{self, PkiFiles};
 use crate::ports::free_ports;
@@ -154,12 +155,14 @@ impl PlaneInfo {
 pub struct LocalPlane {
     /// First, so that dropping the plane removes the real node's pods while the rest still runs.
     real_node: Option<RealNode>,
-    info: PlaneInfo,
-    processes: Vec<ManagedProcess>,
+    pub(crate) info: PlaneInfo,
+    pub(crate) processes: Vec<ManagedProcess>,
     /// What restarting kube-controller-manager with other flags needs.
     pki: PkiFiles,
     binaries: Binaries,
-    step_timeout: Duration,
+    pub(crate) step_timeout: Duration,
+    /// How each component was started, so that a fault hook can restart it in place.
+    pub(crate) recipes: BTreeMap<Component, Recipe>,
     _state: StateDir,
 }
 
@@ -218,16 +221,18 @@ impl LocalPlane {
         let log = |c: Component| log_dir.join(format!("{}.log", c.name()));
         let timeout = options.step_timeout;
         let mut processes: Vec<ManagedProcess> = Vec::new();
+        let mut recipes: BTreeMap<Component, Recipe> = BTreeMap::new();
         let mut step = Instant::now();
 
         // etcd
-        processes.push(ManagedProcess::spawn(
-            Component::Etcd.name(),
+        let recipe = Recipe::new(
             &bin.path("etcd"),
-            &etcd_args(&dir, &ports),
+            etcd_args(&dir, &ports),
             &[],
-            &log(Component::Etcd),
-        )?);
+            log(Component::Etcd),
+        );
+        processes.push(recipe.spawn(Component::Etcd)?);
+        recipes.insert(Component::Etcd, recipe);
         wait_until("etcd /health", timeout, &mut processes, || async {
             plain_http_get(ports.etcd_client, "/health")
                 .await
@@ -238,13 +243,14 @@ impl LocalPlane {
 
         // kube-apiserver
         step = Instant::now();
-        processes.push(ManagedProcess::spawn(
-            Component::ApiServer.name(),
+        let recipe = Recipe::new(
             &bin.path("kube-apiserver"),
-            &apiserver_args(&dir, &ports, &pki, real_node.is_some()),
+            apiserver_args(&dir, &ports, &pki, real_node.is_some()),
             &[],
-            &log(Component::ApiServer),
-        )?);
+            log(Component::ApiServer),
+        );
+        processes.push(recipe.spawn(Component::ApiServer)?);
+        recipes.insert(Component::ApiServer, recipe);
         let client = client_from_kubeconfig(&kubeconfig).await?;
         wait_until("kube-apiserver /readyz", timeout, &mut processes, || {
             let client = client.clone();
@@ -261,25 +267,27 @@ impl LocalPlane {
 
         // kube-scheduler and kube-controller-manager (started together, checked one after the other)
         step = Instant::now();
-        processes.push(ManagedProcess::spawn(
-            Component::Scheduler.name(),
+        let recipe = Recipe::new(
             &bin.path("kube-scheduler"),
-            &scheduler_args(&kubeconfig, ports.scheduler, &pki),
+            scheduler_args(&kubeconfig, ports.scheduler, &pki),
             &[],
-            &log(Component::Scheduler),
-        )?);
-        processes.push(ManagedProcess::spawn(
-            Component::ControllerManager.name(),
+            log(Component::Scheduler),
+        );
+        processes.push(recipe.spawn(Component::Scheduler)?);
+        recipes.insert(Component::Scheduler, recipe);
+        let recipe = Recipe::new(
             &bin.path("kube-controller-manager"),
-            &controller_manager_args(
+            controller_manager_args(
                 &kubeconfig,
                 ports.controller_manager,
                 &pki,
                 options.upstream_workload_controllers,
             ),
             &[],
-            &log(Component::ControllerManager),
-        )?);
+            log(Component::ControllerManager),
+        );
+        processes.push(recipe.spawn(Component::ControllerManager)?);
+        recipes.insert(Component::ControllerManager, recipe);
         for (component, port) in [
             (Component::Scheduler, ports.scheduler),
             (Component::ControllerManager, ports.controller_manager),
@@ -304,13 +312,14 @@ impl LocalPlane {
         // kwok and the simulated nodes
         step = Instant::now();
         let kwok_workdir = dir.join("kwok");
-        processes.push(ManagedProcess::spawn(
-            Component::Kwok.name(),
+        let recipe = Recipe::new(
             &bin.path("kwok"),
-            &kwok_args(&kubeconfig, &stages, real_node.is_some()),
+            kwok_args(&kubeconfig, &stages, real_node.is_some()),
             &[("KWOK_WORKDIR", kwok_workdir.as_path())],
-            &log(Component::Kwok),
-        )?);
+            log(Component::Kwok),
+        );
+        processes.push(recipe.spawn(Component::Kwok)?);
+        recipes.insert(Component::Kwok, recipe);
         let node_names: Vec<String> = (1..=options.nodes)
             .map(|i| format!("kwok-node-{i}"))
             .collect();
@@ -387,6 +396,7 @@ impl LocalPlane {
             pki,
             binaries: options.binaries.clone(),
             step_timeout: options.step_timeout,
+            recipes,
             _state: state,
         })
     }
@@ -432,13 +442,14 @@ impl LocalPlane {
             .get("controller-manager")
             .copied()
             .unwrap_or_default();
-        let process = ManagedProcess::spawn(
-            name,
+        let recipe = Recipe::new(
             &self.binaries.path(name),
-            &controller_manager_args(&self.info.kubeconfig, port, &self.pki, upstream),
+            controller_manager_args(&self.info.kubeconfig, port, &self.pki, upstream),
             &[],
-            &self.info.log_file(Component::ControllerManager),
-        )?;
+            self.info.log_file(Component::ControllerManager),
+        );
+        let process = recipe.spawn(Component::ControllerManager)?;
+        self.recipes.insert(Component::ControllerManager, recipe);
         self.info.pids.insert(name.to_string(), process.pid());
         self.processes.push(process);
         let health = client_for_port(&self.info.kubeconfig, port).await?;
@@ -493,7 +504,10 @@ pub async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config, PlaneEr
 }
 
 /// A client for a component's own HTTPS port (its serving cert is signed by the plane CA).
-async fn client_for_port(kubeconfig: &Path, port: u16) -> Result<kube::Client, PlaneError> {
+pub(crate) async fn client_for_port(
+    kubeconfig: &Path,
+    port: u16,
+) -> Result<kube::Client, PlaneError> {
     let mut config = config_from_kubeconfig(kubeconfig).await?;
     config.cluster_url = format!("https://127.0.0.1:{port}")
         .parse()

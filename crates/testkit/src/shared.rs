@@ -70,10 +70,12 @@ fn start_owned_plane(config: PlaneConfig) -> Result<PlaneInfo, String> {
                 .await;
                 match started {
                     Ok(plane) => {
+                        let (requests, served) = tokio::sync::mpsc::unbounded_channel();
+                        crate::faults::install(requests, &plane);
                         let _ = tx.send(Ok(plane.info().clone()));
-                        // Keep the plane (and this runtime) alive until the test binary exits.
-                        let _plane = plane;
-                        std::future::pending::<()>().await;
+                        // Keep the plane (and this runtime) alive until the test binary exits,
+                        // applying the faults tests ask for.
+                        crate::faults::serve(plane, served).await;
                     }
                     Err(e) => {
                         let _ = tx.send(Err(e.to_string()));

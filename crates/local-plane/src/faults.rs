@@ -1,0 +1,202 @@
+//! Fault hooks on a running plane, for tests and by hand: restart one component in place (same ports,
+//! same data) and force every watch to expire so that clients must relist.
+//!
+//! Watch expiry is produced as a real cluster produces it after a long disconnection: while the API
+//! server is down, etcd moves past every revision a client has seen and is compacted; when the API
+//! server is back, a watcher resuming from its older resourceVersion gets `410 Gone` ("too old resource
+//! version") whether the API server answers from its rebuilt watch cache or from etcd. (Compacting
+//! alone expires nothing: a client that has seen the newest revision resumes fine.)
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::health::{https_ok, plain_http_get, plain_http_post, wait_until};
+use crate::plane::{Component, LocalPlane, client_for_port, client_from_kubeconfig};
+use crate::{ManagedProcess, PlaneError};
+
+/// How a component was started: enough to start it again the same way.
+#[derive(Debug, Clone)]
+pub(crate) struct Recipe {
+    program: PathBuf,
+    args: Vec<String>,
+    envs: Vec<(String, PathBuf)>,
+    log: PathBuf,
+}
+
+impl Recipe {
+    pub(crate) fn new(
+        program: &Path,
+        args: Vec<String>,
+        envs: &[(&str, &Path)],
+        log: PathBuf,
+    ) -> Self {
+        Recipe {
+            program: program.to_path_buf(),
+            args,
+            envs: envs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.to_path_buf()))
+                .collect(),
+            log,
+        }
+    }
+
+    pub(crate) fn spawn(&self, component: Component) -> Result<ManagedProcess, PlaneError> {
+        let envs: Vec<(&str, &Path)> = self
+            .envs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_path()))
+            .collect();
+        ManagedProcess::spawn(
+            component.name(),
+            &self.program,
+            &self.args,
+            &envs,
+            &self.log,
+        )
+    }
+}
+
+/// How long a restarted component gets to stop before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+impl LocalPlane {
+    /// Stops `component` (SIGTERM, SIGKILL after 10 s) and starts it again with the same arguments, ports
+    /// and data; waits until it is healthy again (kwok has no health port: it only has to keep running).
+    /// The new pid is in [`LocalPlane::info`].
+    pub async fn restart(&mut self, component: Component) -> Result<(), PlaneError> {
+        let at = self.stop_component(component).await;
+        self.start_component(component, at).await
+    }
+
+    /// Stops `component`; returns where it was in the start order.
+    async fn stop_component(&mut self, component: Component) -> Option<usize> {
+        let index = self
+            .processes
+            .iter()
+            .position(|p| p.name() == component.name());
+        if let Some(index) = index {
+            let old = self.processes.remove(index);
+            old.stop(STOP_GRACE).await;
+        }
+        index
+    }
+
+    async fn start_component(
+        &mut self,
+        component: Component,
+        at: Option<usize>,
+    ) -> Result<(), PlaneError> {
+        let recipe = self.recipes.get(&component).cloned().ok_or_else(|| {
+            PlaneError::io(
+                format!("starting {} again", component.name()),
+                std::io::Error::other("this plane did not start it"),
+            )
+        })?;
+        let process = recipe.spawn(component)?;
+        self.info
+            .pids
+            .insert(component.name().to_string(), process.pid());
+        // Keep the start order, which `stop` reverses.
+        let at = at.unwrap_or(self.processes.len()).min(self.processes.len());
+        self.processes.insert(at, process);
+        self.wait_healthy(component).await
+    }
+
+    async fn wait_healthy(&mut self, component: Component) -> Result<(), PlaneError> {
+        let port = |name: &str| self.info.ports.get(name).copied().unwrap_or_default();
+        let what = format!("{} healthy after a restart", component.name());
+        let timeout = self.step_timeout;
+        match component {
+            Component::Etcd => {
+                let port = port("etcd-client");
+                wait_until(&what, timeout, &mut self.processes, || async move {
+                    plain_http_get(port, "/health")
+                        .await
+                        .map(|body| body.contains("\"health\":\"true\""))
+                })
+                .await
+            }
+            Component::ApiServer => {
+                let client = client_from_kubeconfig(&self.info.kubeconfig).await?;
+                wait_until(&what, timeout, &mut self.processes, || {
+                    let client = client.clone();
+                    async move { https_ok(&client, "/readyz").await }
+                })
+                .await
+            }
+            Component::Scheduler | Component::ControllerManager => {
+                let name = if component == Component::Scheduler {
+                    "scheduler"
+                } else {
+                    "controller-manager"
+                };
+                let health = client_for_port(&self.info.kubeconfig, port(name)).await?;
+                wait_until(&what, timeout, &mut self.processes, || {
+                    let health = health.clone();
+                    async move { https_ok(&health, "/healthz").await }
+                })
+                .await
+            }
+            Component::Kwok => self.check_running(),
+        }
+    }
+
+    /// Writes a marker key to etcd (so that its revision moves past anything a client has seen), then
+    /// compacts etcd to that revision and returns it: every older revision is gone.
+    pub async fn compact_etcd(&self) -> Result<i64, PlaneError> {
+        let port = self
+            .info
+            .ports
+            .get("etcd-client")
+            .copied()
+            .unwrap_or_default();
+        let failed =
+            |what: &str, e: String| PlaneError::io(what.to_string(), std::io::Error::other(e));
+        // Key `/mini-kcm-fault/expiry`, value `x`, base64 as etcd's JSON gateway wants them; the answer's
+        // header carries the revision of the write.
+        let body = plain_http_post(
+            port,
+            "/v3/kv/put",
+            r#"{"key":"L21pbmkta2NtLWZhdWx0L2V4cGlyeQ==","value":"eA=="}"#,
+        )
+        .await
+        .map_err(|e| failed("writing etcd's fault marker", e))?;
+        let revision = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                let r = v.pointer("/header/revision")?.clone();
+                r.as_str()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .or(r.as_i64())
+            })
+            .ok_or_else(|| {
+                failed(
+                    "reading etcd's revision",
+                    format!("unexpected answer {body}"),
+                )
+            })?;
+        plain_http_post(
+            port,
+            "/v3/kv/compaction",
+            &format!(r#"{{"revision":"{revision}","physical":true}}"#),
+        )
+        .await
+        .map_err(|e| failed("compacting etcd", e))?;
+        Ok(revision)
+    }
+
+    /// Makes every watch on the plane expire: the API server stops (clients stop seeing changes), etcd
+    /// moves one revision on and is compacted to it, and the API server starts again (its watch cache
+    /// starts from a fresh list). A client resuming its watch from the resourceVersion it had gets
+    /// `410 Gone` and must relist. Returns the compacted revision.
+    pub async fn expire_watches(&mut self) -> Result<i64, PlaneError> {
+        let at = self.stop_component(Component::ApiServer).await;
+        let compacted = self.compact_etcd().await;
+        // Start the API server again even if the compaction failed: the plane must stay usable.
+        let started = self.start_component(Component::ApiServer, at).await;
+        let revision = compacted?;
+        started?;
+        Ok(revision)
+    }
+}
