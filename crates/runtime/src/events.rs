@@ -41,22 +41,18 @@ impl EventDrops {
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
-        let counter = prometheus::IntCounter::with_opts(
-            prometheus::Opts::new(
-                "events_dropped_total",
-                "Number of event writes dropped because the event queue was full.",
-            )
-            .subsystem(subsystem),
-        )?;
-        registry.register(Box::new(counter.clone()))?;
-        Ok(EventDrops(counter))
+        crate::metrics::register_counter(
+            registry,
+            subsystem,
+            "events_dropped_total",
+            "Number of event writes dropped because the event queue was full.",
+        )
+        .map(EventDrops)
     }
 
     /// A counter registered nowhere (unit tests).
     pub fn unregistered() -> Self {
-        let counter = prometheus::IntCounter::new("unregistered", "unregistered")
-            .unwrap_or_else(|_| unreachable!("static metric options are valid"));
-        EventDrops(counter)
+        EventDrops(crate::metrics::unregistered_counter())
     }
 
     /// Drops counted so far.

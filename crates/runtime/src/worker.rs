@@ -48,22 +48,18 @@ impl SyncPanics {
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
-        let counter = prometheus::IntCounter::with_opts(
-            prometheus::Opts::new(
-                "sync_panics_total",
-                "Number of syncs that panicked; each key was requeued with rate-limited backoff.",
-            )
-            .subsystem(subsystem),
-        )?;
-        registry.register(Box::new(counter.clone()))?;
-        Ok(SyncPanics(counter))
+        crate::metrics::register_counter(
+            registry,
+            subsystem,
+            "sync_panics_total",
+            "Number of syncs that panicked; each key was requeued with rate-limited backoff.",
+        )
+        .map(SyncPanics)
     }
 
     /// A counter registered nowhere (unit tests).
     pub fn unregistered() -> Self {
-        let counter = prometheus::IntCounter::new("unregistered", "unregistered")
-            .unwrap_or_else(|_| unreachable!("static metric options are valid"));
-        SyncPanics(counter)
+        SyncPanics(crate::metrics::unregistered_counter())
     }
 
     pub fn get(&self) -> u64 {

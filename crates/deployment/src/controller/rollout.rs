@@ -312,18 +312,7 @@ impl<'a> Rollout<'a> {
             let mut target = self.d.clone();
             target.metadata.annotations = desired.metadata.annotations.clone();
             target.status = Some(new_status);
-            let result = self
-                .d_api
-                .replace_status(&d_name, &PostParams::default(), &target)
-                .await;
-            record_write(
-                "update",
-                format_args!("Deployment {d_name} status"),
-                &result,
-            );
-            self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
-            self.c.inner.consistency.record_write(self.key, &self.d);
-            return Ok(());
+            return self.replace_status(target).await;
         }
         if annotations_changed {
             let mut changes: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -355,18 +344,25 @@ impl<'a> Rollout<'a> {
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
             target.status = Some(new_status);
-            let result = self
-                .d_api
-                .replace_status(&d_name, &PostParams::default(), &target)
-                .await;
-            record_write(
-                "update",
-                format_args!("Deployment {d_name} status"),
-                &result,
-            );
-            self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
-            self.c.inner.consistency.record_write(self.key, &self.d);
+            self.replace_status(target).await?;
         }
+        Ok(())
+    }
+
+    /// One update of the status subresource with `target` (for apps/v1, its annotations too).
+    async fn replace_status(&mut self, target: DeploymentObject) -> Result<(), SyncError> {
+        let d_name = self.d_name();
+        let result = self
+            .d_api
+            .replace_status(&d_name, &PostParams::default(), &target)
+            .await;
+        record_write(
+            "update",
+            format_args!("Deployment {d_name} status"),
+            &result,
+        );
+        self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+        self.c.inner.consistency.record_write(self.key, &self.d);
         Ok(())
     }
 
