@@ -7,55 +7,11 @@
 //! version") whether the API server answers from its rebuilt watch cache or from etcd. (Compacting
 //! alone expires nothing: a client that has seen the newest revision resumes fine.)
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::PlaneError;
 use crate::health::{https_ok, plain_http_get, plain_http_post, wait_until};
 use crate::plane::{Component, LocalPlane, client_for_port, client_from_kubeconfig};
-use crate::{ManagedProcess, PlaneError};
-
-/// How a component was started: enough to start it again the same way.
-#[derive(Debug, Clone)]
-pub(crate) struct Recipe {
-    program: PathBuf,
-    args: Vec<String>,
-    envs: Vec<(String, PathBuf)>,
-    log: PathBuf,
-}
-
-impl Recipe {
-    pub(crate) fn new(
-        program: &Path,
-        args: Vec<String>,
-        envs: &[(&str, &Path)],
-        log: PathBuf,
-    ) -> Self {
-        Recipe {
-            program: program.to_path_buf(),
-            args,
-            envs: envs
-                .iter()
-                .map(|(k, v)| ((*k).to_string(), v.to_path_buf()))
-                .collect(),
-            log,
-        }
-    }
-
-    pub(crate) fn spawn(&self, component: Component) -> Result<ManagedProcess, PlaneError> {
-        let envs: Vec<(&str, &Path)> = self
-            .envs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_path()))
-            .collect();
-        ManagedProcess::spawn(
-            component.name(),
-            &self.program,
-            &self.args,
-            &envs,
-            &self.log,
-        )
-    }
-}
 
 /// How long a restarted component gets to stop before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -93,7 +49,7 @@ impl LocalPlane {
                 std::io::Error::other("this plane did not start it"),
             )
         })?;
-        let process = recipe.spawn(component)?;
+        let process = recipe.spawn(component.name())?;
         self.info
             .pids
             .insert(component.name().to_string(), process.pid());

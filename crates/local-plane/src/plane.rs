@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::faults::Recipe;
 use crate::health::{https_ok, plain_http_get, wait_until};
 use crate::pki::{self, PkiFiles};
 use crate::ports::free_ports;
+use crate::process::Recipe;
 use crate::process::log_tail;
 use crate::real_node::{self, RealNode, RealNodeInfo, RealNodeOptions};
 use crate::state_dir::StateDir;
@@ -231,7 +231,7 @@ impl LocalPlane {
             &[],
             log(Component::Etcd),
         );
-        processes.push(recipe.spawn(Component::Etcd)?);
+        processes.push(recipe.spawn(Component::Etcd.name())?);
         recipes.insert(Component::Etcd, recipe);
         wait_until("etcd /health", timeout, &mut processes, || async {
             plain_http_get(ports.etcd_client, "/health")
@@ -249,7 +249,7 @@ impl LocalPlane {
             &[],
             log(Component::ApiServer),
         );
-        processes.push(recipe.spawn(Component::ApiServer)?);
+        processes.push(recipe.spawn(Component::ApiServer.name())?);
         recipes.insert(Component::ApiServer, recipe);
         let client = client_from_kubeconfig(&kubeconfig).await?;
         wait_until("kube-apiserver /readyz", timeout, &mut processes, || {
@@ -273,7 +273,7 @@ impl LocalPlane {
             &[],
             log(Component::Scheduler),
         );
-        processes.push(recipe.spawn(Component::Scheduler)?);
+        processes.push(recipe.spawn(Component::Scheduler.name())?);
         recipes.insert(Component::Scheduler, recipe);
         let recipe = Recipe::new(
             &bin.path("kube-controller-manager"),
@@ -286,7 +286,7 @@ impl LocalPlane {
             &[],
             log(Component::ControllerManager),
         );
-        processes.push(recipe.spawn(Component::ControllerManager)?);
+        processes.push(recipe.spawn(Component::ControllerManager.name())?);
         recipes.insert(Component::ControllerManager, recipe);
         for (component, port) in [
             (Component::Scheduler, ports.scheduler),
@@ -318,7 +318,7 @@ impl LocalPlane {
             &[("KWOK_WORKDIR", kwok_workdir.as_path())],
             log(Component::Kwok),
         );
-        processes.push(recipe.spawn(Component::Kwok)?);
+        processes.push(recipe.spawn(Component::Kwok.name())?);
         recipes.insert(Component::Kwok, recipe);
         let node_names: Vec<String> = (1..=options.nodes)
             .map(|i| format!("kwok-node-{i}"))
@@ -448,7 +448,7 @@ impl LocalPlane {
             &[],
             self.info.log_file(Component::ControllerManager),
         );
-        let process = recipe.spawn(Component::ControllerManager)?;
+        let process = recipe.spawn(Component::ControllerManager.name())?;
         self.recipes.insert(Component::ControllerManager, recipe);
         self.info.pids.insert(name.to_string(), process.pid());
         self.processes.push(process);

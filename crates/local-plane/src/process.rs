@@ -191,6 +191,44 @@ pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// How a process was started: enough to start it again the same way (the plane keeps one per
+/// component, so a fault test can restart it in place).
+#[derive(Debug, Clone)]
+pub(crate) struct Recipe {
+    program: PathBuf,
+    args: Vec<String>,
+    envs: Vec<(String, PathBuf)>,
+    log: PathBuf,
+}
+
+impl Recipe {
+    pub(crate) fn new(
+        program: &Path,
+        args: Vec<String>,
+        envs: &[(&str, &Path)],
+        log: PathBuf,
+    ) -> Self {
+        Recipe {
+            program: program.to_path_buf(),
+            args,
+            envs: envs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.to_path_buf()))
+                .collect(),
+            log,
+        }
+    }
+
+    pub(crate) fn spawn(&self, name: &str) -> Result<ManagedProcess, PlaneError> {
+        let envs: Vec<(&str, &Path)> = self
+            .envs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_path()))
+            .collect();
+        ManagedProcess::spawn(name, &self.program, &self.args, &envs, &self.log)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ impl EventDrops {
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
-        crate::metrics::register_counter(
+        crate::counter::register_counter(
             registry,
             subsystem,
             "events_dropped_total",
@@ -52,7 +52,7 @@ impl EventDrops {
 
     /// A counter registered nowhere (unit tests).
     pub fn unregistered() -> Self {
-        EventDrops(crate::metrics::unregistered_counter())
+        EventDrops(crate::counter::unregistered_counter())
     }
 
     /// Drops counted so far.

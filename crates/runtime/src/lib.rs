@@ -5,6 +5,7 @@ pub mod api_errors;
 pub mod client;
 pub mod consistency;
 pub mod controller;
+mod counter;
 pub mod decisions;
 pub mod event_correlation;
 pub mod events;

@@ -8,25 +8,6 @@ use crate::consistency::StaleSyncSkips;
 use crate::events::EventDrops;
 use crate::worker::SyncPanics;
 
-/// A counter `<subsystem>_<name>` registered in `registry` (the per-controller counters' shape).
-pub(crate) fn register_counter(
-    registry: &Registry,
-    subsystem: &str,
-    name: &str,
-    help: &str,
-) -> Result<prometheus::IntCounter, prometheus::Error> {
-    let counter =
-        prometheus::IntCounter::with_opts(prometheus::Opts::new(name, help).subsystem(subsystem))?;
-    registry.register(Box::new(counter.clone()))?;
-    Ok(counter)
-}
-
-/// A counter registered nowhere (unit tests).
-pub(crate) fn unregistered_counter() -> prometheus::IntCounter {
-    prometheus::IntCounter::new("unregistered", "unregistered")
-        .unwrap_or_else(|_| unreachable!("static metric options are valid"))
-}
-
 #[derive(Clone)]
 pub struct ControllerMetrics {
     /// Upstream's `<subsystem>_stale_sync_skips_total`.

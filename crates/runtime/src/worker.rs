@@ -48,7 +48,7 @@ impl SyncPanics {
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
-        crate::metrics::register_counter(
+        crate::counter::register_counter(
             registry,
             subsystem,
             "sync_panics_total",
@@ -59,7 +59,7 @@ impl SyncPanics {
 
     /// A counter registered nowhere (unit tests).
     pub fn unregistered() -> Self {
-        SyncPanics(crate::metrics::unregistered_counter())
+        SyncPanics(crate::counter::unregistered_counter())
     }
 
     pub fn get(&self) -> u64 {
