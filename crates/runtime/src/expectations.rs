@@ -26,6 +26,14 @@ pub struct ExpectedCounts {
     pub del: i64,
 }
 
+/// Why a sync waiting on `pending` (the owner's counts, if any) does nothing: the decision log's skip line.
+pub fn waiting_reason(pending: Option<ExpectedCounts>) -> String {
+    let (add, del) = pending.map_or((0, 0), |p| (p.add.max(0), p.del.max(0)));
+    format!(
+        "skipped: expectations not satisfied, {add} creation(s) and {del} deletion(s) not yet observed"
+    )
+}
+
 /// Every owner's outstanding counts and how long ago they were set (see `crate::inspect`).
 #[derive(Debug, Clone, Default)]
 pub struct ExpectationsSnapshot {

@@ -24,7 +24,7 @@ use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::expectations::ExpectedCounts;
+use mini_kcm_runtime::expectations::waiting_reason;
 use mini_kcm_runtime::kinds::pods_for_owner;
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::selector::Selector;
@@ -110,15 +110,7 @@ impl DaemonSetController {
         let update_result = if needs_sync {
             self.update_daemon_set(&snapshot, &old, &pods).await
         } else {
-            let pending = s
-                .expectations
-                .get(key)
-                .unwrap_or(ExpectedCounts { add: 0, del: 0 });
-            decisions::skip(format_args!(
-                "skipped: expectations not satisfied, {} creation(s) and {} deletion(s) not yet observed",
-                pending.add.max(0),
-                pending.del.max(0)
-            ));
+            decisions::skip(waiting_reason(s.expectations.get(key)));
             Ok(())
         };
         let status_result = self.update_status(&snapshot, &ds_api, needs_sync).await;

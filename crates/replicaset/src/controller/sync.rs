@@ -18,7 +18,7 @@ use mini_kcm_runtime::api_errors::{error_message, is_not_found};
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::expectations::ExpectedCounts;
+use mini_kcm_runtime::expectations::waiting_reason;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
@@ -111,15 +111,7 @@ impl ReplicaSetController {
         decisions::observe("terminating", terminating);
         let mut failure = None;
         if !needs_sync {
-            let pending = s
-                .expectations
-                .get(key)
-                .unwrap_or(ExpectedCounts { add: 0, del: 0 });
-            decisions::skip(format_args!(
-                "skipped: expectations not satisfied, {} creation(s) and {} deletion(s) not yet observed",
-                pending.add.max(0),
-                pending.del.max(0)
-            ));
+            decisions::skip(waiting_reason(s.expectations.get(key)));
         } else if owner.deleting {
             decisions::skip(
                 "skipped: the ReplicaSet is being deleted (no creations, no deletions)",
