@@ -277,8 +277,23 @@ async fn readiness_probes_delay_ready_by_their_initial_delay() {
         delay >= i64::from(INITIAL_DELAY),
         "Ready {delay}s after start, expected at least initialDelaySeconds = {INITIAL_DELAY}"
     );
-    let statuses = ready.status.and_then(|s| s.container_statuses).unwrap();
+    // Ready as a kubelet reports it: no leftover ContainersNotReady reason (with it, the rule's selector
+    // kept matching, and each re-evaluation by kwok rewrote lastTransitionTime, restarting minReadySeconds
+    // for the pod's owner), containers still running.
+    let ready_condition_now = ready_condition(&ready).unwrap();
+    assert_eq!(ready_condition_now.reason, None, "{ready_condition_now:?}");
+    let statuses = ready
+        .status
+        .clone()
+        .and_then(|s| s.container_statuses)
+        .unwrap();
     assert!(statuses.iter().all(|c| c.ready), "{statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some())),
+        "{statuses:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

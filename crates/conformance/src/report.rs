@@ -13,7 +13,7 @@ use crate::specs::{SpecSet, expected_failure};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Passed,
-    /// Failed, panicked or timed out; the first line of the failure message.
+    /// Failed, panicked or timed out; the start of the failure message ([`failure_summary`]).
     Failed(String),
     /// Skipped by the spec itself (a missing provider or feature), not by the focus.
     Skipped(String),
@@ -81,6 +81,27 @@ pub(crate) struct Reported {
     pub is_spec: bool,
 }
 
+/// Lines of a failure message kept: a message often opens with a header ("invariants were violated
+/// during daemonset update:") and says what happened on the next lines.
+const SUMMARY_LINES: usize = 4;
+/// Characters kept of those lines.
+const SUMMARY_CHARS: usize = 600;
+
+/// The first non-empty lines of a failure message, joined with " / " and cut at [`SUMMARY_CHARS`].
+fn failure_summary(message: &str) -> String {
+    let joined = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(SUMMARY_LINES)
+        .collect::<Vec<_>>()
+        .join(" / ");
+    match joined.char_indices().nth(SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &joined[..cut]),
+        None => joined,
+    }
+}
+
 /// The `It` specs of a Ginkgo JSON report (suite set-up nodes that failed count as a failed spec named
 /// after the node, so a broken set-up cannot pass unnoticed).
 pub(crate) fn read_report(path: &Path) -> Result<Vec<Reported>, String> {
@@ -101,7 +122,7 @@ pub(crate) fn read_report(path: &Path) -> Result<Vec<Reported>, String> {
         let message = report
             .failure
             .as_ref()
-            .map(|f| f.message.lines().next().unwrap_or("").trim().to_string())
+            .map(|f| failure_summary(&f.message))
             .unwrap_or_default();
         let outcome = match report.state.as_str() {
             "passed" => Outcome::Passed,
@@ -263,7 +284,7 @@ mod tests {
     ]}]"#;
 
     #[test]
-    fn reads_specs_with_full_text_state_and_first_failure_line() {
+    fn reads_specs_with_full_text_state_and_the_start_of_the_failure() {
         let dir = std::env::temp_dir().join(format!("conformance-report-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.json");
@@ -278,11 +299,23 @@ mod tests {
         assert!((specs[0].seconds - 2.5).abs() < 1e-9);
         assert_eq!(
             specs[1].outcome,
-            Outcome::Failed("failed: timed out".into())
+            Outcome::Failed("failed: timed out / more".into())
         );
         assert!(!specs[2].selected);
         assert!(specs.iter().all(|s| s.is_spec));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failure_summary_keeps_the_lines_after_a_header_and_is_bounded() {
+        let message =
+            "invariants were violated:\n\nAn old pod on node-3 ran alongside a newer one\nx\ny\nz";
+        assert_eq!(
+            failure_summary(message),
+            "invariants were violated: / An old pod on node-3 ran alongside a newer one / x / y"
+        );
+        let long = "é".repeat(SUMMARY_CHARS + 10);
+        assert_eq!(failure_summary(&long).chars().count(), SUMMARY_CHARS + 1);
     }
 
     #[test]

@@ -41,8 +41,11 @@ pub struct StatusReport {
     /// Upstream's requeue: `minReadySeconds` later, when it is set and some counted pods are Ready but not
     /// yet available (a last line of defence against clock skew).
     pub requeue_after: Option<Duration>,
-    /// The precise moment (from `now`) the first counted Ready pod becomes available, if any; the wiring may
-    /// requeue at the earlier of this and `requeue_after`.
+    /// The precise moment (from `now`) the first Ready pod on a node that should run one becomes available,
+    /// counted or not: a surged new pod beside an old one is not counted, yet the rolling update waits for
+    /// its availability to delete the old pod. The wiring requeues at the earlier of this and
+    /// `requeue_after`, so the sync never depends on a pod event or on a delayed requeue that the queue may
+    /// have merged into an earlier one (a deliberate difference, docs/daemonset.md).
     pub next_availability: Option<Duration>,
 }
 
@@ -59,7 +62,7 @@ pub fn calculate_status<N: Borrow<Node>>(
     let min_ready_seconds = ds.spec.min_ready_seconds.unwrap_or(0);
     let generation = template_generation_or_none(ds);
     let mut counts = StatusCounts::default();
-    let mut counted: Vec<&Pod> = Vec::new();
+    let mut awaited: Vec<&Pod> = Vec::new();
     for node in nodes {
         let node: &Node = node.borrow();
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -76,6 +79,13 @@ pub fn calculate_status<N: Borrow<Node>>(
         let Some(pod) = oldest else {
             continue;
         };
+        if let Some(pods) = node_to_pods.get(name) {
+            awaited.extend(
+                pods.iter()
+                    .copied()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none()),
+            );
+        }
         counts.current_number_scheduled += 1;
         if is_pod_ready(pod) {
             counts.number_ready += 1;
@@ -86,7 +96,6 @@ pub fn calculate_status<N: Borrow<Node>>(
         if is_pod_updated(pod, hash, generation) {
             counts.updated_number_scheduled += 1;
         }
-        counted.push(pod);
     }
     counts.number_unavailable = counts.desired_number_scheduled - counts.number_available;
 
@@ -95,7 +104,7 @@ pub fn calculate_status<N: Borrow<Node>>(
     StatusReport {
         counts,
         requeue_after,
-        next_availability: next_availability_check(counted, min_ready_seconds, now),
+        next_availability: next_availability_check(awaited, min_ready_seconds, now),
     }
 }
 
@@ -260,6 +269,34 @@ mod tests {
         assert_eq!(
             report(&slow, &nodes, &pods, "h", 100).requeue_after,
             Some(Duration::from_secs(5))
+        );
+    }
+
+    /// The rolling update deletes an old pod once the new pod beside it is available; the status counts
+    /// only the old (oldest) pod, so the recheck must come from the surged pod, not from the counts.
+    #[test]
+    fn a_surged_pod_becoming_available_is_awaited() {
+        let mut ds = new_ds("surge");
+        ds.spec.min_ready_seconds = Some(10);
+        let nodes = [new_node("node-0", None)];
+        let old = created(pod_with("old", "node-0", Some("v1"), Some((true, 0))), 1);
+        let surged = created(pod_with("new", "node-0", Some("v2"), Some((true, 96))), 90);
+        let surging = report(&ds, &nodes, &[old, surged.clone()], "v2", 100);
+        assert_eq!(surging.counts.number_ready, 1);
+        assert_eq!(surging.counts.number_available, 1);
+        assert_eq!(
+            surging.requeue_after, None,
+            "upstream's rule sees nothing to wait for"
+        );
+        assert_eq!(surging.next_availability, Some(Duration::from_secs(6)));
+
+        // A surged pod being deleted, or on a node that should not run one, is not awaited.
+        let mut leaving = surged;
+        leaving.metadata.deletion_timestamp = Some(Time(ts(99)));
+        let old = created(pod_with("old", "node-0", Some("v1"), Some((true, 0))), 1);
+        assert_eq!(
+            report(&ds, &nodes, &[old, leaving], "v2", 100).next_availability,
+            None
         );
     }
 

@@ -1,7 +1,7 @@
 //! The status write of a sync (upstream's `updateDaemonSetStatus` / `storeDaemonSetStatus`): counts from
 //! [`calculate_status`], written only when they or `observedGeneration` changed, through the status
 //! subresource with one retry after a fresh read; then a requeue for the moment the next Ready pod becomes
-//! available, when `minReadySeconds` is set.
+//! available (any daemon pod, surged ones included), when `minReadySeconds` is set.
 
 use std::time::Instant;
 
@@ -54,14 +54,17 @@ impl DaemonSetController {
                 s.consistency.record_write(snapshot.key, &stored);
             }
         }
-        // Ready pods become available at a known moment: look again then, rather than only after a whole
-        // minReadySeconds (upstream's fallback, which also bounds the wait).
-        if let Some(fallback) = report.requeue_after {
-            let delay = report
-                .next_availability
-                .map_or(fallback, |next| next.min(fallback))
-                .saturating_sub(evaluated.elapsed());
-            s.queue.add_after(snapshot.key.clone(), delay);
+        // Ready pods become available at a known moment: look again then (a surged pod's availability is
+        // what lets the rolling update delete the old one), or after upstream's minReadySeconds fallback.
+        let next = match (report.next_availability, report.requeue_after) {
+            (Some(next), Some(fallback)) => Some(next.min(fallback)),
+            (next, fallback) => next.or(fallback),
+        };
+        if let Some(delay) = next {
+            s.queue.add_after(
+                snapshot.key.clone(),
+                delay.saturating_sub(evaluated.elapsed()),
+            );
         }
         Ok(())
     }
