@@ -830,7 +830,8 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
     let quiet_from = Instant::now();
     let mut last = (f64::NAN, f64::NAN);
     let mut quiet_since = Instant::now();
-    let quiet_after = loop {
+    let mut cpu_at_quiet_start = process_cpu();
+    let (quiet_after, quiet_cpu) = loop {
         let metrics = manager.get("/metrics").await;
         let now = (
             sample(&metrics, "workqueue_adds_total"),
@@ -839,8 +840,13 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
         if now != last {
             last = now;
             quiet_since = Instant::now();
+            cpu_at_quiet_start = process_cpu();
         } else if quiet_since.elapsed() >= QUIET {
-            break quiet_since.duration_since(quiet_from);
+            let cpu = process_cpu().saturating_sub(cpu_at_quiet_start);
+            break (
+                quiet_since.duration_since(quiet_from),
+                cpu.as_secs_f64() / quiet_since.elapsed().as_secs_f64(),
+            );
         }
         assert!(
             quiet_from.elapsed() < QUIET_WITHIN,
@@ -885,14 +891,15 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
         .collect();
     println!(
         "{}: {} cases ({rejected} refused at creation, {surfaced} surfaced as events/conditions, {reached} \
-         reached their state); settled {:.1}s after creation; quiet (no add, no retry for {}s) {:.1}s later; \
-         adds {}, retries {}; keys in backoff {backing_off:?} (bound {bound:.1} retries after {:.0}s); \
+         reached their state); settled {:.1}s after creation; quiet (no add, no retry for {}s) {:.1}s later, \
+         the test process using {:.0}% of a core meanwhile (both families' managers and watches); adds {}, retries {}; keys in backoff {backing_off:?} (bound {bound:.1} retries after {:.0}s); \
          panics {panics}; test {:.1}s",
         family.label(),
         cases.len(),
         settled.as_secs_f64(),
         QUIET.as_secs(),
         quiet_after.as_secs_f64(),
+        quiet_cpu * 100.0,
         last.0,
         last.1,
         elapsed.as_secs_f64(),
@@ -928,6 +935,20 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
         );
     }
     manager.stop().await;
+}
+
+/// CPU time (user + system) the test process has used so far: the managers run inside it.
+fn process_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        assert_eq!(libc::getrusage(libc::RUSAGE_SELF, &mut usage), 0);
+        usage
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 /// Overlays `patch`'s fields onto `base` (a JSON merge, `null` removing the field).
