@@ -246,7 +246,8 @@ fn catalogue() -> Vec<Case> {
                    "template": {"metadata": {"labels": {"pod-template-hash": "x"}}}}),
             SelectorOnPodTemplateHash,
         ),
-        // ---- pod validation: apps/v1 refuses the object, a copy's pods are refused ----
+        // ---- what only the pod template's validation checks: apps/v1 refuses the object, a copy is
+        // ---- accepted and its pods (or its ReplicaSet) are refused; or both accept (the image) ----
         case(
             "p-rs-requests-over-limits",
             Rs,
@@ -310,7 +311,7 @@ fn catalogue() -> Vec<Case> {
                 pods: "spec.containers[0].ports[0].containerPort",
             },
         ),
-        // ---- pod admission: both accept, the pods are refused ----
+        // ---- pod admission: both accept, the pods are refused (the quota, a missing priority class) ----
         case(
             "q-rs-exceeds-quota",
             Rs,
@@ -478,7 +479,8 @@ fn catalogue() -> Vec<Case> {
     ]
 }
 
-/// The full object for `case` in `family`: a valid spec selecting `app: <name>`, overlaid with the case's.
+/// The full object for `case` as `resource` (its family's kind): a valid spec selecting `app: <name>`,
+/// overlaid with the case's.
 fn object(case: &Case, resource: &ApiResource) -> DynamicObject {
     let mut spec = json!({
         "selector": {"matchLabels": {"app": case.name}},
@@ -511,7 +513,8 @@ fn refusal(result: &kube::Result<DynamicObject>) -> Option<String> {
     }
 }
 
-/// A FailedCreate Warning event the object (or, for a Deployment, one of its ReplicaSets) must get.
+/// A Warning event the object must get (a Deployment's `FailedCreate`: on one of its ReplicaSets, which
+/// create its pods).
 struct ExpectedEvent {
     object: &'static str,
     kind: WorkloadKind,
