@@ -802,6 +802,26 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
     let ((), _, _) = futures::join!(normal, states, warnings);
     let settled = created_at.elapsed();
 
+    // An update both families refuse: a changed selector (immutable in apps/v1; a CEL transition rule on
+    // the copies), on a Deployment already reconciled.
+    let resource = WorkloadKind::Deployment.api_resource(family);
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let changed = api
+        .patch(
+            "e-d-zero",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {
+                "selector": {"matchLabels": {"tier": "x"}},
+                "template": {"metadata": {"labels": {"tier": "x"}}}}})),
+        )
+        .await;
+    let message = refusal(&changed).unwrap_or_else(|| panic!("a changed selector: {changed:?}"));
+    assert!(
+        message.contains("spec.selector") && message.contains("field is immutable"),
+        "a changed selector refused without naming spec.selector: {message}"
+    );
+    rejected += 1;
+
     // Deployments that must have no ReplicaSet: paused from the start, and the pod-template-hash one.
     let rs_names: BTreeSet<String> = replica_sets(&ns, family)
         .list(&Default::default())
@@ -893,12 +913,12 @@ async fn bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet(family: Ap
         })
         .collect();
     println!(
-        "{}: {} cases ({rejected} refused at creation, {surfaced} surfaced as events/conditions, {reached} \
+        "{}: {} cases ({rejected} refused by the API server, {surfaced} surfaced as events/conditions, {reached} \
          reached their state); settled {:.1}s after creation; quiet (no add, no retry for {}s) {:.1}s later, \
          the test process using {:.0}% of a core meanwhile (both families' managers and watches); adds {}, retries {}; keys in backoff {backing_off:?} (bound {bound:.1} retries after {:.0}s); \
          panics {panics}; test {:.1}s",
         family.label(),
-        cases.len(),
+        cases.len() + 1,
         settled.as_secs_f64(),
         QUIET.as_secs(),
         quiet_after.as_secs_f64(),
