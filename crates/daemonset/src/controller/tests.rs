@@ -340,3 +340,54 @@ async fn placements_are_reparsed_when_the_generation_changes() {
     ds.metadata.generation = Some(2);
     assert!(!c.inner.placements.get(&ds).evaluate(&node).should_run);
 }
+
+/// A surged pod beside an old one: the rolling update waits for the new pod's availability to delete the
+/// old pod, so the sync must schedule its own recheck for that moment. The status (which counts only the
+/// old, oldest pod) shows nothing to wait for, and the pod handler's recheck may have been merged into
+/// an earlier one by the queue.
+#[tokio::test]
+async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
+    use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use k8s_openapi::jiff::{Timestamp, ToSpan};
+
+    let c = controller();
+    let mut ds = daemon_set("foo", status(1, 1, 1, 1));
+    ds.spec.min_ready_seconds = Some(10);
+    ds.spec.update_strategy = Some(DaemonSetUpdateStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDaemonSet {
+            max_surge: Some(IntOrString::Int(1)),
+            max_unavailable: Some(IntOrString::Int(0)),
+        }),
+    });
+    if let Some(status) = ds.status.as_mut() {
+        status.updated_number_scheduled = Some(0);
+    }
+    let hash = insert_current_revision(&c, &ds);
+    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.nodes.cache_insert(new_node("node-0", None));
+    let now = Timestamp::now();
+    let at = |ago: i64| Some(Time(now.checked_sub(ago.seconds()).unwrap()));
+    let mut old = daemon_pod(&ds, "old", "node-0", "old-hash");
+    old.metadata.creation_timestamp = at(120);
+    let mut new = daemon_pod(&ds, "new", "node-0", &hash);
+    new.metadata.creation_timestamp = at(10);
+    // Ready for 4 of the 10 seconds it needs.
+    new.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_transition_time = at(4);
+    c.inner.pods.cache_insert(old);
+    c.inner.pods.cache_insert(new);
+
+    c.sync(&key("default/foo"))
+        .await
+        .expect("nothing to write while the new pod is not yet available");
+    let waiting = c.inner.queue.snapshot(10).waiting;
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let ready_in = waiting[0].ready_in;
+    assert!(
+        ready_in > std::time::Duration::from_secs(4)
+            && ready_in <= std::time::Duration::from_secs(6),
+        "recheck in {ready_in:?}, expected when the new pod becomes available (~6 s)"
+    );
+}
