@@ -7,8 +7,10 @@
 //!
 //! Adoption and release are JSON patches, because CRD children (the `minikcm.dev` copies) reject strategic
 //! merge patches. Each patch carries `test` operations (the child's UID, and the owner references or
-//! resourceVersion it was computed from), so it fails instead of clobbering a concurrent change; the next
-//! sync retries from fresh cache.
+//! resourceVersion it was computed from), so it fails instead of clobbering a concurrent change. A failed
+//! adoption reads the child again and tries once more if it still qualifies (an orphan's status changes
+//! often, and upstream's UID-only precondition would not stop it); a failed release leaves the child to
+//! the next sync, which retries from fresh cache.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -189,14 +191,16 @@ where
                 if adoption_refused {
                     continue;
                 }
-                let result = patch(api, &name, adopt_patch(meta, owner)).await;
-                decisions::wrote(
-                    "patch",
-                    format_args!("{name} (adopt)"),
-                    result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
-                );
+                let result = match adopt(api, &name, meta, owner).await {
+                    // The orphan changed since the cache read (a status update, say): judge it again
+                    // as it is now, and adopt it if it still qualifies. Upstream's patch carries only a
+                    // UID precondition, so such a change never stops its adoption either.
+                    Err(e) if is_invalid(&e) => readopt(api, &name, owner, &matches).await,
+                    other => other.map(Some),
+                };
                 match result {
-                    Ok(adopted) => {
+                    Ok(None) => {}
+                    Ok(Some(adopted)) => {
                         decisions::plan(format_args!(
                             "adopted orphan {name}: its labels match the selector and it has no controller"
                         ));
@@ -246,6 +250,48 @@ where
     match first_error {
         Some(e) => Err(e),
         None => Ok(outcome),
+    }
+}
+
+/// Patches `owner`'s controller reference onto the child, recording the write in the decision log.
+async fn adopt<K>(
+    api: &Api<K>,
+    name: &str,
+    child: &ObjectMeta,
+    owner: &OwnerInfo,
+) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    let result = patch(api, name, adopt_patch(child, owner)).await;
+    decisions::wrote(
+        "patch",
+        format_args!("{name} (adopt)"),
+        result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
+    );
+    result
+}
+
+/// The second and last attempt at adopting a child whose guarded patch failed: reads it fresh and
+/// adopts it if it is still an orphan that matches; `Ok(None)` if it is gone or no longer qualifies,
+/// `Ok(Some)` with the child if it is ours now (adopted here, or already by a concurrent sync).
+async fn readopt<K, M>(
+    api: &Api<K>,
+    name: &str,
+    owner: &OwnerInfo,
+    matches: &M,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+    M: Fn(&K) -> bool,
+{
+    let Some(fresh) = api.get_opt(name).await? else {
+        return Ok(None);
+    };
+    match claim_action(owner, fresh.meta(), matches(&fresh)) {
+        ClaimAction::Adopt => adopt(api, name, fresh.meta(), owner).await.map(Some),
+        ClaimAction::Keep => Ok(Some(fresh)),
+        ClaimAction::Release | ClaimAction::Ignore => Ok(None),
     }
 }
 
@@ -450,5 +496,129 @@ mod tests {
         );
         assert_eq!(doc["metadata"]["ownerReferences"][0]["uid"], "first");
         assert!(release_patch(&meta, "not-an-owner").is_none());
+    }
+
+    /// A client whose API server answers from `answers` in order (status code, body) and records each
+    /// request's method and path: enough to drive one `claim` through its adoption retry.
+    fn scripted_client(
+        answers: Vec<(u16, serde_json::Value)>,
+    ) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let answers = Arc::new(std::sync::Mutex::new(answers.into_iter()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {}", request.method(), request.uri().path()));
+            let (code, body) = answers
+                .lock()
+                .unwrap()
+                .next()
+                .expect("an unscripted request");
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap(),
+                )
+            }
+        });
+        (kube::Client::new(service, "ns"), seen)
+    }
+
+    fn pod_json(resource_version: &str, controller: Option<&str>) -> serde_json::Value {
+        let meta = ObjectMeta {
+            resource_version: Some(resource_version.into()),
+            ..child(controller)
+        };
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta})
+    }
+
+    fn failed_test_op() -> (u16, serde_json::Value) {
+        (
+            422,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
+                   "message": "the server rejected our request due to an error in our request", "code": 422}),
+        )
+    }
+
+    async fn claim_one(
+        answers: Vec<(u16, serde_json::Value)>,
+    ) -> (
+        Result<Claimed<k8s_openapi::api::core::v1::Pod>, ClaimError>,
+        Vec<String>,
+    ) {
+        let (client, seen) = scripted_client(answers);
+        let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, "ns");
+        let cached: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(pod_json("7", None)).unwrap();
+        let result = claim(
+            &api,
+            &owner(false),
+            vec![Arc::new(cached)],
+            |_| true,
+            async || Ok(()),
+        )
+        .await;
+        let seen = seen.lock().unwrap().clone();
+        (result, seen)
+    }
+
+    const POD_PATH: &str = "/api/v1/namespaces/ns/pods/pod";
+
+    #[tokio::test]
+    async fn an_orphan_changed_since_the_cache_read_is_read_again_and_adopted() {
+        let (result, seen) = claim_one(vec![
+            failed_test_op(),
+            (200, pod_json("8", None)),
+            (200, pod_json("9", Some("owner-uid"))),
+        ])
+        .await;
+        let claimed = result.expect("adopted on the second attempt");
+        assert_eq!(claimed.adopted, ["pod"]);
+        assert_eq!(claimed.claimed.len(), 1);
+        assert_eq!(
+            seen,
+            [
+                format!("PATCH {POD_PATH}"),
+                format!("GET {POD_PATH}"),
+                format!("PATCH {POD_PATH}")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_orphan_adopted_by_another_controller_meanwhile_is_left_alone() {
+        let (result, seen) = claim_one(vec![
+            failed_test_op(),
+            (200, pod_json("8", Some("someone-else"))),
+        ])
+        .await;
+        let claimed = result.expect("not ours: no error, nothing claimed");
+        assert!(claimed.adopted.is_empty() && claimed.claimed.is_empty());
+        assert_eq!(
+            seen,
+            [format!("PATCH {POD_PATH}"), format!("GET {POD_PATH}")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_failed_adoption_is_an_error_for_the_next_sync() {
+        let (result, seen) = claim_one(vec![
+            failed_test_op(),
+            (200, pod_json("8", None)),
+            failed_test_op(),
+        ])
+        .await;
+        assert!(matches!(
+            result,
+            Err(ClaimError::Patch {
+                action: "adopting",
+                ..
+            })
+        ));
+        assert_eq!(seen.len(), 3, "one retry, not more: {seen:?}");
     }
 }
