@@ -24,8 +24,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, check_every_state, for_both_families, is_active,
-    pod_template, selector,
+    TIMEOUT, TestManager, app_selector, check_every_state, daemon_sets, for_both_families,
+    is_active, pinned_node, pod_template, selector,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{ApiFamily, DaemonSetObject, WorkloadKind};
@@ -110,14 +110,6 @@ impl TestNodes {
 }
 
 // ---- DaemonSets ----
-
-fn daemon_sets(ns: &TestNamespace, family: ApiFamily) -> Api<DaemonSetObject> {
-    Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &WorkloadKind::DaemonSet.api_resource(family),
-    )
-}
 
 /// A DaemonSet `web` of `family` whose pods go to the test's nodes, with the given update strategy.
 fn daemon_set(
@@ -221,29 +213,6 @@ async fn wait_rolled_out_within(
 }
 
 // ---- pods ----
-
-/// The node a daemon pod was pinned to by its required node affinity (`matchFields metadata.name In`).
-fn pinned_node(pod: &Pod) -> Option<String> {
-    let terms = &pod
-        .spec
-        .as_ref()?
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms;
-    let [term] = terms.as_slice() else {
-        return None;
-    };
-    let [requirement] = term.match_fields.as_deref()? else {
-        return None;
-    };
-    let values = requirement.values.as_deref()?;
-    (requirement.key == "metadata.name" && requirement.operator == "In" && values.len() == 1)
-        .then(|| values[0].clone())
-}
 
 fn bound_node(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref()?.node_name.as_deref()

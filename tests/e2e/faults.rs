@@ -8,35 +8,49 @@
 //! watches stall, shorter than kube-controller-manager's node-monitor grace period; the long one (90 s,
 //! 200 s with `MINI_KCM_FULL_FAULTS=1`) outlasts it, so nodes and pods go NotReady and come back.
 //!
-//! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), and the
-//! manager killed repeatedly during concurrent rollouts. Bad input (malformed and edge-case objects) is
+//! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), the manager
+//! killed repeatedly during concurrent rollouts (Deployments and a DaemonSet), and the plane's etcd,
+//! kube-controller-manager, kube-scheduler and kwok restarted mid-rollout. Bad input (malformed and edge-case objects) is
 //! in `bad_input.rs`.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, deployment_of,
-    deployments, family_resource, for_both_families, is_active, replica_set, replica_sets,
-    rolling_update, wait_deployment_complete,
+    TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, daemon_sets,
+    deployment_of, deployments, family_resource, for_both_families, is_active, pinned_node,
+    pod_template, replica_set, replica_sets, rolling_update, selector, wait_deployment_complete,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::kinds::{
+    ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind,
+};
 use mini_kcm_testkit::{
-    Component, PlaneConfig, PlaneInfo, TestNamespace, component_pid, expire_watches, shared_plane,
+    Component, PlaneConfig, PlaneInfo, TestNamespace, component_pid, expire_watches,
+    restart_component, shared_plane,
 };
 use serde_json::json;
 
 const FREEZE: Duration = Duration::from_secs(30);
 const HASH: &str = "pod-template-hash";
+/// The label a DaemonSet's pods carry their revision in.
+const REVISION: &str = "controller-revision-hash";
+const READY_AFTER: &str = "minikcm.dev/ready-after";
+/// The image of every rollout's new template.
+const NEW_IMAGE: &str = "registry.k8s.io/pause:3.9";
+/// The DaemonSet rolled out during the manager's kills.
+const DAEMON: &str = "agent";
 
 /// One fault at a time: a frozen API server would fail the other test's requests.
 static ONE_FAULT_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -49,6 +63,7 @@ for_both_families!(
     a_frozen_api_server_mid_rollout_converges_within_the_bounds,
     a_forced_relist_mid_scale_creates_and_deletes_exactly,
     a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds,
+    plane_components_restarted_mid_rollout_converge_within_the_bounds,
 );
 
 /// Set to `1` for the full-size fault runs (20 rollouts and 10 kills of the manager); CI runs a smaller
@@ -356,50 +371,47 @@ async fn pod_lists(manager: &TestManager) -> u64 {
         .sum()
 }
 
-/// Concurrent rollouts while the manager is killed (its task dropped mid-request, as `kill -9` would) and
-/// started again, over and over, at moments drawn from a seeded sequence (printed, to replay a run). On
-/// every state the ReplicaSet watch delivers, for each Deployment: Σ `spec.replicas` ≤ replicas +
-/// maxSurge, and one ReplicaSet per template. After the last kill every rollout must complete.
-/// CI: 6 rollouts, 3 kills; `MINI_KCM_FULL_FAULTS=1`: 20 rollouts, 10 kills.
-async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds(
-    family: ApiFamily,
-) {
-    let _one = ONE_FAULT_AT_A_TIME.lock().await;
-    let (rollouts, kills) = if full_faults() { (20, 10) } else { (6, 3) };
-    let ns = TestNamespace::create(plane(), &format!("fault-kills-{}", family.label())).await;
-    let mut manager = TestManager::start(&ns, kinds(family)).await;
-    // maxUnavailable 0: four steps of one surge pod that takes 4 s to become Ready, so every rollout lasts
-    // well beyond the kills (CI: at most 9 s of them).
-    let (replicas, surge, unavailable) = (4, 1, 0);
-    let names: Vec<String> = (0..rollouts).map(|i| format!("web-{i}")).collect();
-    for name in &names {
-        let mut d = deployment_of(name, replicas, family);
-        rolling_update(&mut d, surge, unavailable);
-        deployments(&ns, family)
-            .create(&PostParams::default(), &d)
-            .await
-            .unwrap();
-    }
-    for name in &names {
-        wait_deployment_complete(&ns, family, name, replicas).await;
-    }
+/// A background watch checking an invariant on every state it delivers.
+struct InvariantWatch {
+    task: tokio::task::JoinHandle<()>,
+    violations: Arc<Mutex<Vec<String>>>,
+    checks: Arc<Mutex<u64>>,
+}
 
+impl InvariantWatch {
+    /// Stops the watch; returns the violations it recorded and how many states it checked.
+    fn finish(self) -> (Vec<String>, u64) {
+        self.task.abort();
+        let violations = self.violations.lock().unwrap().clone();
+        let checks = *self.checks.lock().unwrap();
+        (violations, checks)
+    }
+}
+
+/// Watches the namespace's ReplicaSets and checks, on every state, per Deployment (the ReplicaSets'
+/// controller): Σ `spec.replicas` ≤ `replicas + surge`, and one ReplicaSet per template. Returns once the
+/// watch has listed.
+async fn watch_deployment_bounds(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    replicas: i32,
+    surge: i32,
+) -> InvariantWatch {
     let violations = Arc::new(Mutex::new(Vec::<String>::new()));
     let checks = Arc::new(Mutex::new(0_u64));
     let writer = store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
     let reader = writer.as_reader();
     let stream = reflector(
         writer,
-        watcher(replica_sets(&ns, family), watcher::Config::default()),
+        watcher(replica_sets(ns, family), watcher::Config::default()),
     )
     .default_backoff();
-    let (seen, counted) = (violations.clone(), checks.clone());
-    let watch = tokio::spawn(check_every_state(stream, move || {
+    let (seen, counted, state) = (violations.clone(), checks.clone(), reader.clone());
+    let task = tokio::spawn(check_every_state(stream, move || {
         *counted.lock().unwrap() += 1;
-        // Per Deployment (the ReplicaSet's controller): Σ spec.replicas, and ReplicaSets per template.
         let mut totals: BTreeMap<String, i32> = BTreeMap::new();
         let mut per_template: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for rs in reader.state() {
+        for rs in state.state() {
             let owner = rs
                 .metadata
                 .owner_references
@@ -433,20 +445,200 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
             }
         }
     }));
+    reader.wait_until_ready().await.unwrap();
+    InvariantWatch {
+        task,
+        violations,
+        checks,
+    }
+}
 
+/// Watches the pods of DaemonSet `name` (label `app=<name>`) and checks, on every state, that no node
+/// has more than one active pod pinned to it (the DaemonSet has no surge). Returns once the watch has
+/// listed.
+async fn watch_one_daemon_pod_per_node(ns: &TestNamespace, name: &str) -> InvariantWatch {
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let checks = Arc::new(Mutex::new(0_u64));
+    let (reader, writer) = reflector::store::<Pod>();
+    let stream = reflector(
+        writer,
+        watcher(
+            ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector(name)),
+        ),
+    )
+    .default_backoff();
+    let (seen, counted, state) = (violations.clone(), checks.clone(), reader.clone());
+    let task = tokio::spawn(check_every_state(stream, move || {
+        *counted.lock().unwrap() += 1;
+        let mut by_node: BTreeMap<String, usize> = BTreeMap::new();
+        for pod in state.state().iter().filter(|p| is_active(p)) {
+            *by_node
+                .entry(pinned_node(pod).unwrap_or_default())
+                .or_default() += 1;
+        }
+        for (node, n) in by_node {
+            if n > 1 {
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{n} active daemon pods on node {node:?}"));
+            }
+        }
+    }));
+    reader.wait_until_ready().await.unwrap();
+    InvariantWatch {
+        task,
+        violations,
+        checks,
+    }
+}
+
+/// A Deployment whose rollout has not completed: a generation not yet observed, or replicas not all
+/// updated and available.
+fn rollout_under_way(d: &DeploymentObject, replicas: i32) -> bool {
+    let s = d.status.clone().unwrap_or_default();
+    s.observed_generation != d.metadata.generation
+        || s.updated_replicas.unwrap_or(0) < replicas
+        || s.replicas.unwrap_or(0) != replicas
+        || s.available_replicas.unwrap_or(0) < replicas
+}
+
+/// A DaemonSet whose rollout has not completed on `nodes` nodes.
+fn daemon_rollout_under_way(ds: &DaemonSetObject, nodes: i32) -> bool {
+    let s = ds.status.clone().unwrap_or_default();
+    s.observed_generation != ds.metadata.generation
+        || s.desired_number_scheduled != nodes
+        || s.updated_number_scheduled.unwrap_or(0) != nodes
+        || s.number_available.unwrap_or(0) != nodes
+        || s.current_number_scheduled != nodes
+        || s.number_misscheduled != 0
+}
+
+/// Waits until DaemonSet `name` reports an up-to-date, available pod on each of `nodes` nodes for its
+/// current generation.
+async fn wait_daemon_set_rolled_out(ns: &TestNamespace, family: ApiFamily, name: &str, nodes: i32) {
+    ns.wait_for_with(
+        &daemon_sets(ns, family),
+        WorkloadKind::DaemonSet.api_resource(family),
+        name,
+        &format!("an up-to-date, available daemon pod on each of {nodes} nodes"),
+        TIMEOUT,
+        |ds| ds.is_some_and(|ds| !daemon_rollout_under_way(ds, nodes)),
+    )
+    .await
+    .unwrap();
+}
+
+/// A DaemonSet `name` of `family` on every node of the plane, rolling one node at a time (maxUnavailable
+/// 1, maxSurge 0), whose pods become Ready `ready_after` after they start.
+fn rolling_daemon_set(name: &str, family: ApiFamily, ready_after: &str) -> DaemonSetObject {
+    let mut template = pod_template(name);
+    template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations = Some(BTreeMap::from([(
+        READY_AFTER.to_string(),
+        ready_after.to_string(),
+    )]));
+    let mut ds = DaemonSetObject::new(
+        name,
+        &WorkloadKind::DaemonSet.api_resource(family),
+        DaemonSetSpec {
+            selector: selector(name),
+            template,
+            update_strategy: Some(DaemonSetUpdateStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDaemonSet {
+                    max_unavailable: Some(IntOrString::Int(1)),
+                    max_surge: Some(IntOrString::Int(0)),
+                }),
+            }),
+            ..Default::default()
+        },
+    );
+    ds.status = None;
+    ds
+}
+
+/// A template change starting a rollout whose new pods take `ready_after` to become Ready; `step` makes
+/// each change a new template.
+fn new_template(ready_after: &str, step: &str) -> serde_json::Value {
+    json!({"spec": {"template": {
+        "metadata": {"annotations": {READY_AFTER: ready_after, "minikcm.dev/fault-step": step}},
+        "spec": {"containers": [{"name": "main", "image": NEW_IMAGE}]}}}})
+}
+
+/// Concurrent rollouts while the manager is killed (its task dropped mid-request, as `kill -9` would) and
+/// started again, over and over, at moments drawn from a seeded sequence (printed, to replay a run). On
+/// every state the ReplicaSet watch delivers, for each Deployment: Σ `spec.replicas` ≤ replicas +
+/// maxSurge, and one ReplicaSet per template. A DaemonSet on every node of the plane rolls out a new
+/// template meanwhile (maxUnavailable 1, no surge); on every state its pod watch delivers, no node has two
+/// active pods. After the last kill every rollout must complete, and every node must run exactly one pod
+/// of the DaemonSet's new revision. CI: 6 rollouts, 3 kills; `MINI_KCM_FULL_FAULTS=1`: 20 rollouts,
+/// 10 kills.
+async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds(
+    family: ApiFamily,
+) {
+    let _one = ONE_FAULT_AT_A_TIME.lock().await;
+    let (rollouts, kills) = if full_faults() { (20, 10) } else { (6, 3) };
+    let ns = TestNamespace::create(plane(), &format!("fault-kills-{}", family.label())).await;
+    let mut manager = TestManager::start(&ns, kinds(family)).await;
+    // maxUnavailable 0: four steps of one surge pod that takes 4 s to become Ready, so every rollout lasts
+    // well beyond the kills (CI: at most 9 s of them).
+    let (replicas, surge, unavailable) = (4, 1, 0);
+    let names: Vec<String> = (0..rollouts).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        let mut d = deployment_of(name, replicas, family);
+        rolling_update(&mut d, surge, unavailable);
+        deployments(&ns, family)
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap();
+    }
+    // The DaemonSet: on every node of this binary's plane (no test here adds nodes). One node at a time,
+    // each new pod Ready after 3 s: its rollout outlasts the first kill (at most 3 s in).
+    let nodes: Vec<String> = Api::<Node>::all(ns.client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let node_count = i32::try_from(nodes.len()).unwrap();
+    daemon_sets(&ns, family)
+        .create(
+            &PostParams::default(),
+            &rolling_daemon_set(DAEMON, family, "1s"),
+        )
+        .await
+        .unwrap();
+    for name in &names {
+        wait_deployment_complete(&ns, family, name, replicas).await;
+    }
+    wait_daemon_set_rolled_out(&ns, family, DAEMON, node_count).await;
+
+    let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+    let per_node = watch_one_daemon_pod_per_node(&ns, DAEMON).await;
     for name in &names {
         deployments(&ns, family)
             .patch(
                 name,
                 &PatchParams::default(),
                 // New pods take 4 s to become Ready: the rollouts last long enough to be killed in.
-                &Patch::Merge(json!({"spec": {"template": {
-                    "metadata": {"annotations": {"minikcm.dev/ready-after": "4s"}},
-                    "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}}})),
+                &Patch::Merge(new_template("4s", "1")),
             )
             .await
             .unwrap();
     }
+    daemon_sets(&ns, family)
+        .patch(
+            DAEMON,
+            &PatchParams::default(),
+            &Patch::Merge(new_template("3s", "1")),
+        )
+        .await
+        .unwrap();
     // The moments of the kills: 0.3–3 s of running between two kills, from a seeded sequence.
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -460,7 +652,7 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
         state ^= state << 17;
         Duration::from_millis(300 + state % 2700)
     };
-    let mut mid_rollout = 0;
+    let (mut mid_rollout, mut mid_daemon_rollout) = (0, 0);
     for _ in 0..kills {
         // The fault's timing, not a wait for a condition.
         tokio::time::sleep(next_gap()).await;
@@ -468,14 +660,12 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
             .list(&Default::default())
             .await
             .unwrap();
-        if all.items.iter().any(|d| {
-            let s = d.status.clone().unwrap_or_default();
-            s.observed_generation != d.metadata.generation
-                || s.updated_replicas.unwrap_or(0) < replicas
-                || s.replicas.unwrap_or(0) != replicas
-                || s.available_replicas.unwrap_or(0) < replicas
-        }) {
+        if all.items.iter().any(|d| rollout_under_way(d, replicas)) {
             mid_rollout += 1;
+        }
+        let ds = daemon_sets(&ns, family).get(DAEMON).await.unwrap();
+        if daemon_rollout_under_way(&ds, node_count) {
+            mid_daemon_rollout += 1;
         }
         manager.kill().await;
         manager = TestManager::start(&ns, kinds(family)).await;
@@ -485,23 +675,171 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
         wait_deployment_complete(&ns, family, name, replicas).await;
     }
     let converged = last_kill.elapsed();
-    watch.abort();
-    let violations = violations.lock().unwrap().clone();
-    let checks = *checks.lock().unwrap();
+    wait_daemon_set_rolled_out(&ns, family, DAEMON, node_count).await;
+    // Every node runs exactly one active pod, of the new template, and no other pod is active.
+    let pods = ns
+        .wait_for_list(
+            &ns.api::<Pod>(),
+            watcher::Config::default().labels(&app_selector(DAEMON)),
+            "exactly one new daemon pod on every node",
+            TIMEOUT,
+            |pods| {
+                let active: Vec<&Pod> = pods.iter().filter(|p| is_active(p)).collect();
+                active.len() == nodes.len()
+                    && nodes.iter().all(|node| {
+                        active
+                            .iter()
+                            .filter(|p| pinned_node(p).as_deref() == Some(node.as_str()))
+                            .count()
+                            == 1
+                    })
+                    && active.iter().all(|p| {
+                        p.spec.as_ref().unwrap().containers[0].image.as_deref() == Some(NEW_IMAGE)
+                    })
+            },
+        )
+        .await;
+    let daemon_converged = last_kill.elapsed();
+    let revisions: BTreeSet<String> = pods
+        .iter()
+        .filter(|p| is_active(p))
+        .filter_map(|p| p.metadata.labels.as_ref()?.get(REVISION).cloned())
+        .collect();
+    let (violations, checks) = bounds.finish();
+    let (daemon_violations, daemon_checks) = per_node.finish();
     println!(
-        "{}: {rollouts} rollouts, {kills} kills of the manager (seed {seed}), {mid_rollout} of them \
-         mid-rollout: all complete {:.1}s after the last kill; {checks} states checked",
+        "{}: {rollouts} rollouts and a DaemonSet on {} nodes, {kills} kills of the manager (seed {seed}), \
+         {mid_rollout} of them mid-rollout ({mid_daemon_rollout} mid-DaemonSet-rollout): all Deployments \
+         complete {:.1}s after the last kill, the DaemonSet {:.1}s; {checks} ReplicaSet states and \
+         {daemon_checks} daemon pod states checked",
         family.label(),
+        nodes.len(),
         converged.as_secs_f64(),
+        daemon_converged.as_secs_f64(),
     );
-    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        checks > 0 && daemon_checks > 0,
+        "an invariant watch saw no state"
+    );
     assert!(
         mid_rollout > 0,
         "no kill landed while a rollout was under way"
     );
     assert!(
+        mid_daemon_rollout > 0,
+        "no kill landed while the DaemonSet's rollout was under way"
+    );
+    assert!(
         violations.is_empty(),
         "bounds broken around the kills: {violations:?}"
+    );
+    assert!(
+        daemon_violations.is_empty(),
+        "two daemon pods on a node around the kills: {daemon_violations:?}"
+    );
+    assert_eq!(
+        revisions.len(),
+        1,
+        "every daemon pod of one revision: {revisions:?}"
+    );
+    manager.stop().await;
+}
+
+/// The plane's other components restarted in place (the plane's `restart` hook: SIGTERM, start again with
+/// the same ports and data, wait until healthy), one after another, each in the middle of a rollout: etcd
+/// (the API server's requests fail meanwhile), kube-controller-manager (the plane's: node lifecycle,
+/// garbage collection, …), kube-scheduler (new pods stay unscheduled meanwhile) and kwok (the simulated
+/// kubelets: pods do not become Ready meanwhile). Before each restart the Deployment's template changes
+/// and the restart waits until the new ReplicaSet exists, so it surely lands mid-rollout; the pid must
+/// change. Checked on every state the ReplicaSet watch delivers: Σ `spec.replicas` ≤ replicas +
+/// maxSurge and one ReplicaSet per template. After the last restart the rollout must complete with
+/// nobody touching anything.
+async fn plane_components_restarted_mid_rollout_converge_within_the_bounds(family: ApiFamily) {
+    let _one = ONE_FAULT_AT_A_TIME.lock().await;
+    let ns = TestNamespace::create(plane(), &format!("fault-restarts-{}", family.label())).await;
+    let manager = TestManager::start(&ns, kinds(family)).await;
+    let (replicas, surge, unavailable) = (3, 1, 0);
+    let mut d = deployment_of("web", replicas, family);
+    rolling_update(&mut d, surge, unavailable);
+    deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    wait_deployment_complete(&ns, family, "web", replicas).await;
+    let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+
+    let mut restarts = Vec::new();
+    for (step, component) in [
+        Component::Etcd,
+        Component::ControllerManager,
+        Component::Scheduler,
+        Component::Kwok,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A new template (pods Ready 3 s after they start), and wait until the controller has acted on
+        // it: the new ReplicaSet exists.
+        deployments(&ns, family)
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(new_template("3s", &step.to_string())),
+            )
+            .await
+            .unwrap();
+        let d = ns
+            .wait_for_with(
+                &deployments(&ns, family),
+                WorkloadKind::Deployment.api_resource(family),
+                "web",
+                "the rollout started (a new ReplicaSet)",
+                TIMEOUT,
+                |d| {
+                    d.is_some_and(|d| {
+                        d.status
+                            .as_ref()
+                            .is_some_and(|s| s.observed_generation == d.metadata.generation)
+                    })
+                },
+            )
+            .await
+            .unwrap();
+        assert!(
+            rollout_under_way(&d, replicas),
+            "the rollout was over before {} was restarted: {:?}",
+            component.name(),
+            d.status
+        );
+        let before = component_pid(component).unwrap();
+        let restarting = Instant::now();
+        let done = restart_component(component).await.unwrap();
+        let took = restarting.elapsed();
+        assert_ne!(done.pid, before, "{} was not restarted", component.name());
+        assert_eq!(component_pid(component), Some(done.pid));
+        restarts.push(format!("{} {:.1}s", component.name(), took.as_secs_f64()));
+    }
+    let last_restart = Instant::now();
+    wait_deployment_complete(&ns, family, "web", replicas).await;
+    let converged = last_restart.elapsed();
+    let (violations, checks) = bounds.finish();
+    let replica_sets = replica_sets(&ns, family)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    println!(
+        "{}: restarts mid-rollout ({}): rollout complete {:.1}s after the last restart; {} ReplicaSets; \
+         {checks} states checked",
+        family.label(),
+        restarts.join(", "),
+        converged.as_secs_f64(),
+        replica_sets.len(),
+    );
+    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        violations.is_empty(),
+        "bounds broken around the restarts: {violations:?}"
     );
     manager.stop().await;
 }

@@ -86,7 +86,9 @@ use kube::Api;
 use kube::discovery::ApiResource;
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
 use mini_kcm_runtime::decisions::Decision;
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::kinds::{
+    ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind,
+};
 use mini_kcm_testkit::TestNamespace;
 
 /// mini-kcm's controller manager, scoped to one test's namespace (so tests on a shared plane, and a
@@ -302,6 +304,38 @@ pub fn replica_set(name: &str, replicas: i32, family: ApiFamily) -> ReplicaSetOb
     );
     rs.status = None;
     rs
+}
+
+/// The DaemonSets of `family` in the test's namespace.
+pub fn daemon_sets(ns: &TestNamespace, family: ApiFamily) -> Api<DaemonSetObject> {
+    Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::DaemonSet.api_resource(family),
+    )
+}
+
+/// The node a daemon pod was pinned to by its required node affinity (`matchFields metadata.name In`).
+pub fn pinned_node(pod: &Pod) -> Option<String> {
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    let [term] = terms.as_slice() else {
+        return None;
+    };
+    let [requirement] = term.match_fields.as_deref()? else {
+        return None;
+    };
+    let values = requirement.values.as_deref()?;
+    (requirement.key == "metadata.name" && requirement.operator == "In" && values.len() == 1)
+        .then(|| values[0].clone())
 }
 
 /// Active = not terminating and not finished: what a ReplicaSet counts.
