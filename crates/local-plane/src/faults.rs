@@ -22,7 +22,42 @@ impl LocalPlane {
     /// The new pid is in [`LocalPlane::info`].
     pub async fn restart(&mut self, component: Component) -> Result<(), PlaneError> {
         let at = self.stop_component(component).await;
+        if component == Component::Kwok {
+            self.release_kwok_node_leases().await?;
+        }
         self.start_component(component, at).await
+    }
+
+    /// Deletes the node leases the stopped kwok held. A restarted kubelet renews its node's lease under
+    /// the same holder (the node's name); a new kwok process is a new holder (host name + a random id)
+    /// and would leave each node alone until the old holder's lease expired (40 s here), not starting
+    /// the pods bound to it meanwhile. Leases held under their node's name (a real node's kubelet) stay.
+    async fn release_kwok_node_leases(&self) -> Result<(), PlaneError> {
+        use k8s_openapi::api::coordination::v1::Lease;
+        let client = client_from_kubeconfig(&self.info.kubeconfig).await?;
+        let leases: kube::Api<Lease> = kube::Api::namespaced(client, "kube-node-lease");
+        let failed =
+            |what: &str, e: kube::Error| PlaneError::io(what.to_string(), std::io::Error::other(e));
+        let list = leases
+            .list(&Default::default())
+            .await
+            .map_err(|e| failed("listing the node leases", e))?;
+        for lease in list {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref());
+            if holder.is_none_or(|h| h == name) {
+                continue;
+            }
+            match leases.delete(&name, &Default::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(e) => return Err(failed("deleting a node lease of the old kwok", e)),
+            }
+        }
+        Ok(())
     }
 
     /// Stops `component`; returns where it was in the start order.
