@@ -9,16 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use k8s_openapi::api::core::v1::ResourceQuota;
 
 use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use mini_kcm_e2e::denied_writes::{DeniedWrites, manager_config};
 use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, deployment_of,
     deployments, for_both_families, is_active, progressing_reason, replica_sets, rolling_update,
@@ -826,60 +823,7 @@ async fn replicas_of_i32_max_do_not_wedge_the_deployment(family: ApiFamily) {
 /// the key is dropped about 9 s into the outage and nothing ever enqueues it again.
 async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: ApiFamily) {
     let ns = TestNamespace::create(plane(), &format!("deploy-drop-{}", family.label())).await;
-    let user = format!("mini-kcm-{}", ns.name);
-    let policy = format!("deny-{}", ns.name);
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(ns.client.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(ns.client.clone());
-    policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": policy},
-                "spec": {
-                    "failurePolicy": "Fail",
-                    "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["apps", "minikcm.dev"],
-                        "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE", "DELETE"],
-                        "resources": ["deployments", "deployments/status", "replicasets",
-                                      "replicasets/status", "replicasets/scale"],
-                    }]},
-                    "validations": [{
-                        "expression": format!("request.userInfo.username != '{user}'"),
-                        "message": "the test denies the manager's writes",
-                    }],
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": policy},
-                "spec": {
-                    "policyName": policy,
-                    "validationActions": ["Deny"],
-                    "matchResources": {"namespaceSelector": {
-                        "matchLabels": {"kubernetes.io/metadata.name": ns.name},
-                    }},
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-
-    // The manager as its own user (impersonated by the admin) so that only its writes are denied.
-    let mut config = mini_kcm_local_plane::config_from_kubeconfig(&ns.plane.kubeconfig)
-        .await
-        .unwrap();
-    config.auth_info.impersonate = Some(user.clone());
-    config.auth_info.impersonate_groups = Some(vec!["system:masters".to_string()]);
-    let as_manager = kube::Client::try_from(config.clone()).unwrap();
-    wait_until_denied(&ns, family, &as_manager).await;
+    let denied = DeniedWrites::deny(&ns, family).await;
 
     let kinds = match family {
         ApiFamily::Apps => Kinds::Apps,
@@ -895,7 +839,7 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
             deployment_max_retry_delay: Duration::from_secs(1),
             ..Default::default()
         },
-        Some(config),
+        Some(manager_config(&ns).await),
     )
     .await;
     deployments(&ns, family)
@@ -920,14 +864,7 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
         "a write got through the policy"
     );
 
-    bindings
-        .delete(&policy, &DeleteParams::default())
-        .await
-        .unwrap();
-    policies
-        .delete(&policy, &DeleteParams::default())
-        .await
-        .unwrap();
+    denied.allow().await;
     let allowed_at = tokio::time::Instant::now();
     wait_deployment_complete(&ns, family, "web", 2).await;
     eprintln!(
@@ -935,29 +872,4 @@ async fn a_deployment_dropped_after_failing_writes_converges_by_resync(family: A
         allowed_at.elapsed().as_secs_f64()
     );
     manager.stop().await;
-}
-
-/// Waits until the admission policy denies the manager's user (policies take effect a moment after
-/// they are created): a dry-run create of a ReplicaSet as that user, every 200 ms.
-async fn wait_until_denied(ns: &TestNamespace, family: ApiFamily, as_manager: &kube::Client) {
-    let api: Api<ReplicaSetObject> = Api::namespaced_with(
-        as_manager.clone(),
-        &ns.name,
-        &WorkloadKind::ReplicaSet.api_resource(family),
-    );
-    let probe = mini_kcm_e2e::replica_set("probe", 0, family);
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    loop {
-        match api.create(&dry_run, &probe).await {
-            Err(kube::Error::Api(e)) if e.message.contains("the test denies") => return,
-            Ok(_) | Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            other => panic!("the admission policy never denied the manager: {other:?}"),
-        }
-    }
 }

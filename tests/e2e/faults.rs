@@ -27,12 +27,13 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::store;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use mini_kcm_e2e::denied_writes::{DeniedWrites, manager_config};
 use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, daemon_sets,
     deployment_of, deployments, family_resource, for_both_families, is_active, pinned_node,
     pod_template, replica_set, replica_sets, rolling_update, selector, wait_deployment_complete,
 };
-use mini_kcm_manager::Kinds;
+use mini_kcm_manager::{Kinds, ManagerOptions};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind,
 };
@@ -43,6 +44,9 @@ use mini_kcm_testkit::{
 use serde_json::json;
 
 const FREEZE: Duration = Duration::from_secs(30);
+/// kube-controller-manager's node-monitor grace period (its default; the plane does not set it): a
+/// shorter freeze leaves every node and pod Ready.
+const NODE_GRACE: Duration = Duration::from_secs(50);
 const HASH: &str = "pod-template-hash";
 /// The label a DaemonSet's pods carry their revision in.
 const REVISION: &str = "controller-revision-hash";
@@ -64,6 +68,7 @@ for_both_families!(
     a_forced_relist_mid_scale_creates_and_deletes_exactly,
     a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within_the_bounds,
     plane_components_restarted_mid_rollout_converge_within_the_bounds,
+    the_managers_writes_refused_mid_rollout_converge_within_the_bounds,
 );
 
 /// Set to `1` for the full-size fault runs (20 rollouts and 10 kills of the manager); CI runs a smaller
@@ -114,44 +119,12 @@ async fn frozen_mid_rollout(family: ApiFamily, freeze: Duration) {
         .unwrap();
     wait_deployment_complete(&ns, family, "web", replicas).await;
 
-    // From now on, on every state the ReplicaSet watch delivers: the bound on spec.replicas, and one
-    // ReplicaSet per template.
-    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
-    let checks = Arc::new(Mutex::new(0_u64));
-    let writer = store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
-    let reader = writer.as_reader();
-    let stream = reflector(
-        writer,
-        watcher(replica_sets(&ns, family), watcher::Config::default()),
-    )
-    .default_backoff();
-    let (seen, counted) = (violations.clone(), checks.clone());
-    let watch = tokio::spawn(check_every_state(stream, move || {
-        let rss = reader.state();
-        *counted.lock().unwrap() += 1;
-        let total: i32 = rss.iter().map(|rs| rs.spec.replicas.unwrap_or(0)).sum();
-        if total > replicas + surge {
-            seen.lock()
-                .unwrap()
-                .push(format!("Σ spec.replicas {total} > {replicas} + {surge}"));
-        }
-        let mut by_hash: BTreeMap<String, usize> = BTreeMap::new();
-        for rs in &rss {
-            let hash = rs
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(HASH))
-                .cloned()
-                .unwrap_or_default();
-            *by_hash.entry(hash).or_default() += 1;
-        }
-        if let Some((hash, n)) = by_hash.iter().find(|(_, n)| **n > 1) {
-            seen.lock()
-                .unwrap()
-                .push(format!("{n} ReplicaSets with template hash {hash:?}"));
-        }
-    }));
+    // From now on, on every state: the bound on spec.replicas and one ReplicaSet per template; with the
+    // short freeze also the Ready pods (the long one makes the nodes NotReady: the plane's doing).
+    let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+    let apps = ["web".to_string()];
+    let min_ready = (freeze < NODE_GRACE).then(|| usize::try_from(replicas - unavailable).unwrap());
+    let pods = watch_deployment_pods(&ns, &apps, min_ready).await;
 
     deployments(&ns, family)
         .patch(
@@ -201,16 +174,22 @@ async fn frozen_mid_rollout(family: ApiFamily, freeze: Duration) {
 
     wait_deployment_complete(&ns, family, "web", replicas).await;
     let converged = resumed.elapsed();
-    watch.abort();
-    let violations = violations.lock().unwrap().clone();
-    let checks = *checks.lock().unwrap();
+    assert_no_orphans(&ns, &apps).await;
+    let (mut violations, checks) = bounds.finish();
+    let (pod_violations, pod_checks, peak) = pods.finish();
+    violations.extend(pod_violations);
     println!(
-        "{}: rollout converged {:.1}s after a {}s freeze; {checks} states checked",
+        "{}: rollout converged {:.1}s after a {}s freeze; {checks} ReplicaSet and {pod_checks} pod states \
+         checked; at most {peak} pods at once (replicas + maxSurge = {})",
         family.label(),
         converged.as_secs_f64(),
-        freeze.as_secs()
+        freeze.as_secs(),
+        replicas + surge,
     );
-    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        checks > 0 && pod_checks > 0,
+        "an invariant watch saw no state"
+    );
     assert!(
         violations.is_empty(),
         "bounds broken around the freeze: {violations:?}"
@@ -283,7 +262,9 @@ async fn a_forced_relist_mid_scale_creates_and_deletes_exactly(family: ApiFamily
     let down = started.elapsed();
     let pods = ns.api::<Pod>().list(&Default::default()).await.unwrap();
     let active: Vec<&Pod> = pods.items.iter().filter(|p| is_active(p)).collect();
-    let lists_after = pod_lists(&manager).await;
+    // The ReplicaSet can settle before the pod informer's relist after the second expiry (its watch
+    // reconnects with backoff, and the deletions were already seen), so wait for the relist itself.
+    let lists_after = wait_pod_lists(&manager, lists_before + 2).await;
     watch.abort();
 
     let violations = violations.lock().unwrap().clone();
@@ -369,6 +350,19 @@ async fn pod_lists(manager: &TestManager) -> u64 {
         .filter(|i| i["resource"].as_str().is_some_and(|r| r.ends_with("/pods")))
         .map(|i| i["lists"].as_u64().unwrap_or(0))
         .sum()
+}
+
+/// Polls the manager's pod informers' list count (`/debug/controllers/state` offers nothing to watch)
+/// until it reaches `at_least` or [`TIMEOUT`] passes; returns the last count.
+async fn wait_pod_lists(manager: &TestManager, at_least: u64) -> u64 {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let lists = pod_lists(manager).await;
+        if lists >= at_least || Instant::now() >= deadline {
+            return lists;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// A background watch checking an invariant on every state it delivers.
@@ -490,6 +484,110 @@ async fn watch_one_daemon_pod_per_node(ns: &TestNamespace, name: &str) -> Invari
         task,
         violations,
         checks,
+    }
+}
+
+/// The pods of Deployments as a watch sees them: the most pods of one Deployment at once, terminating
+/// ones included (they may exceed `replicas + maxSurge` while old pods terminate, as upstream's do:
+/// reported, not asserted), and, on every state, at least `min_ready` Ready, non-terminating pods per
+/// Deployment (for rollouts that start from a healthy state, `replicas − maxUnavailable`).
+struct PodWatch {
+    invariant: InvariantWatch,
+    peak: Arc<Mutex<usize>>,
+}
+
+impl PodWatch {
+    /// Stops the watch; returns the violations, the states checked and the peak pod count.
+    fn finish(self) -> (Vec<String>, u64, usize) {
+        let peak = *self.peak.lock().unwrap();
+        let (violations, checks) = self.invariant.finish();
+        (violations, checks, peak)
+    }
+}
+
+/// Watches the pods labelled `app=<name>` for each name in `apps` (see [`PodWatch`]); `min_ready: None`
+/// checks no readiness (a fault that makes nodes NotReady). Returns once the watch has listed.
+async fn watch_deployment_pods(
+    ns: &TestNamespace,
+    apps: &[String],
+    min_ready: Option<usize>,
+) -> PodWatch {
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let checks = Arc::new(Mutex::new(0_u64));
+    let peak = Arc::new(Mutex::new(0_usize));
+    let writer = store::Writer::default();
+    let reader = writer.as_reader();
+    let stream =
+        reflector(writer, watcher(ns.api::<Pod>(), watcher::Config::default())).default_backoff();
+    let apps: BTreeSet<String> = apps.iter().cloned().collect();
+    let (seen, counted, highest, state) = (
+        violations.clone(),
+        checks.clone(),
+        peak.clone(),
+        reader.clone(),
+    );
+    let task = tokio::spawn(check_every_state(stream, move || {
+        *counted.lock().unwrap() += 1;
+        let mut pods: BTreeMap<&str, usize> = apps.iter().map(|a| (a.as_str(), 0)).collect();
+        let mut ready: BTreeMap<&str, usize> = apps.iter().map(|a| (a.as_str(), 0)).collect();
+        let all = state.state();
+        for pod in &all {
+            let Some(app) = pod.metadata.labels.as_ref().and_then(|l| l.get("app")) else {
+                continue;
+            };
+            let Some(count) = pods.get_mut(app.as_str()) else {
+                continue;
+            };
+            *count += 1;
+            if is_active(pod) && is_ready(pod) {
+                *ready.get_mut(app.as_str()).unwrap() += 1;
+            }
+        }
+        let mut highest = highest.lock().unwrap();
+        *highest = (*highest).max(pods.values().copied().max().unwrap_or(0));
+        if let Some(min_ready) = min_ready {
+            for (app, n) in ready {
+                if n < min_ready {
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("{app}: {n} Ready pods < {min_ready}"));
+                }
+            }
+        }
+    }));
+    reader.wait_until_ready().await.unwrap();
+    PodWatch {
+        invariant: InvariantWatch {
+            task,
+            violations,
+            checks,
+        },
+        peak,
+    }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Every pod labelled `app=<name>` has a controller: nothing matching a Deployment was left orphaned.
+async fn assert_no_orphans(ns: &TestNamespace, apps: &[String]) {
+    for app in apps {
+        let pods = ns
+            .api::<Pod>()
+            .list(&kube::api::ListParams::default().labels(&app_selector(app)))
+            .await
+            .unwrap();
+        let orphans: Vec<String> = pods
+            .items
+            .iter()
+            .filter(|p| is_active(p) && controller_uid(p).is_none())
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        assert!(orphans.is_empty(), "{app}: orphaned pods {orphans:?}");
     }
 }
 
@@ -619,6 +717,12 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
     wait_daemon_set_rolled_out(&ns, family, DAEMON, node_count).await;
 
     let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+    let ready_pods = watch_deployment_pods(
+        &ns,
+        &names,
+        Some(usize::try_from(replicas - unavailable).unwrap()),
+    )
+    .await;
     let per_node = watch_one_daemon_pod_per_node(&ns, DAEMON).await;
     for name in &names {
         deployments(&ns, family)
@@ -705,20 +809,25 @@ async fn a_manager_killed_repeatedly_during_concurrent_rollouts_converges_within
         .filter(|p| is_active(p))
         .filter_map(|p| p.metadata.labels.as_ref()?.get(REVISION).cloned())
         .collect();
-    let (violations, checks) = bounds.finish();
+    assert_no_orphans(&ns, &names).await;
+    let (mut violations, checks) = bounds.finish();
+    let (pod_violations, pod_checks, peak) = ready_pods.finish();
+    violations.extend(pod_violations);
     let (daemon_violations, daemon_checks) = per_node.finish();
     println!(
         "{}: {rollouts} rollouts and a DaemonSet on {} nodes, {kills} kills of the manager (seed {seed}), \
          {mid_rollout} of them mid-rollout ({mid_daemon_rollout} mid-DaemonSet-rollout): all Deployments \
-         complete {:.1}s after the last kill, the DaemonSet {:.1}s; {checks} ReplicaSet states and \
-         {daemon_checks} daemon pod states checked",
+         complete {:.1}s after the last kill, the DaemonSet {:.1}s; {checks} ReplicaSet states, \
+         {pod_checks} pod states and {daemon_checks} daemon pod states checked; at most {peak} pods of \
+         one Deployment at once (replicas + maxSurge = {})",
         family.label(),
         nodes.len(),
         converged.as_secs_f64(),
         daemon_converged.as_secs_f64(),
+        replicas + surge,
     );
     assert!(
-        checks > 0 && daemon_checks > 0,
+        checks > 0 && pod_checks > 0 && daemon_checks > 0,
         "an invariant watch saw no state"
     );
     assert!(
@@ -767,6 +876,13 @@ async fn plane_components_restarted_mid_rollout_converge_within_the_bounds(famil
         .unwrap();
     wait_deployment_complete(&ns, family, "web", replicas).await;
     let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+    let apps = ["web".to_string()];
+    let ready_pods = watch_deployment_pods(
+        &ns,
+        &apps,
+        Some(usize::try_from(replicas - unavailable).unwrap()),
+    )
+    .await;
 
     let mut restarts = Vec::new();
     for (step, component) in [
@@ -822,7 +938,10 @@ async fn plane_components_restarted_mid_rollout_converge_within_the_bounds(famil
     let last_restart = Instant::now();
     wait_deployment_complete(&ns, family, "web", replicas).await;
     let converged = last_restart.elapsed();
-    let (violations, checks) = bounds.finish();
+    assert_no_orphans(&ns, &apps).await;
+    let (mut violations, checks) = bounds.finish();
+    let (pod_violations, pod_checks, peak) = ready_pods.finish();
+    violations.extend(pod_violations);
     let replica_sets = replica_sets(&ns, family)
         .list(&Default::default())
         .await
@@ -830,16 +949,143 @@ async fn plane_components_restarted_mid_rollout_converge_within_the_bounds(famil
         .items;
     println!(
         "{}: restarts mid-rollout ({}): rollout complete {:.1}s after the last restart; {} ReplicaSets; \
-         {checks} states checked",
+         {checks} ReplicaSet and {pod_checks} pod states checked; at most {peak} pods at once \
+         (replicas + maxSurge = {})",
         family.label(),
         restarts.join(", "),
         converged.as_secs_f64(),
         replica_sets.len(),
+        replicas + surge,
     );
-    assert!(checks > 0, "the invariant watch saw no state");
+    assert!(
+        checks > 0 && pod_checks > 0,
+        "an invariant watch saw no state"
+    );
     assert!(
         violations.is_empty(),
         "bounds broken around the restarts: {violations:?}"
+    );
+    manager.stop().await;
+}
+
+/// The manager's writes refused mid-rollout (a ValidatingAdmissionPolicy on its user: the API server
+/// answers, every write fails: pod creations, scaling, status), then allowed again: the rollout must
+/// complete with nobody touching anything (a key the Deployment controller dropped after 15 failures,
+/// here at most 1 s apart, comes back by the informers' resync, here every 4–8 s; the `deployment`
+/// tests prove that case on its own), and the bounds hold
+/// on every state (Σ spec.replicas, one ReplicaSet per template, Ready pods ≥ replicas − maxUnavailable,
+/// no orphan at the end). CI: 20 s of refusals; `MINI_KCM_FULL_FAULTS=1`: 200 s.
+async fn the_managers_writes_refused_mid_rollout_converge_within_the_bounds(family: ApiFamily) {
+    let _one = ONE_FAULT_AT_A_TIME.lock().await;
+    let outage = Duration::from_secs(if full_faults() { 200 } else { 20 });
+    let ns = TestNamespace::create(plane(), &format!("fault-refused-{}", family.label())).await;
+    let manager = TestManager::start_as(
+        &ns,
+        ManagerOptions {
+            kinds: kinds(family),
+            min_resync_period: Duration::from_secs(4),
+            deployment_max_retry_delay: Duration::from_secs(1),
+            ..Default::default()
+        },
+        Some(manager_config(&ns).await),
+    )
+    .await;
+    let (replicas, surge, unavailable) = (6, 2, 1);
+    let mut d = deployment_of("web", replicas, family);
+    rolling_update(&mut d, surge, unavailable);
+    deployments(&ns, family)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    wait_deployment_complete(&ns, family, "web", replicas).await;
+    let bounds = watch_deployment_bounds(&ns, family, replicas, surge).await;
+    let apps = ["web".to_string()];
+    let ready_pods = watch_deployment_pods(
+        &ns,
+        &apps,
+        Some(usize::try_from(replicas - unavailable).unwrap()),
+    )
+    .await;
+
+    // New pods take 3 s to become Ready: the rollout is under way when the writes start failing.
+    deployments(&ns, family)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(new_template("3s", "1")),
+        )
+        .await
+        .unwrap();
+    let started = ns
+        .wait_for_with(
+            &deployments(&ns, family),
+            WorkloadKind::Deployment.api_resource(family),
+            "web",
+            "the rollout started (the new generation observed)",
+            TIMEOUT,
+            |d| {
+                d.is_some_and(|d| {
+                    d.status
+                        .as_ref()
+                        .is_some_and(|s| s.observed_generation == d.metadata.generation)
+                })
+            },
+        )
+        .await
+        .unwrap();
+    let retried = async || {
+        let mut total = 0.0;
+        for controller in ["deployment", "replicaset"] {
+            let queue = format!(
+                "workqueue_retries_total{{name=\"{}\"",
+                family.queue_name(controller)
+            );
+            total += manager.metric(&queue).await;
+        }
+        total
+    };
+    let retries_before = retried().await;
+    let denied = DeniedWrites::deny(&ns, family).await;
+    let under_way = deployments(&ns, family).get("web").await.unwrap();
+    assert!(
+        rollout_under_way(&under_way, replicas),
+        "the rollout was over before the writes were refused: {:?} (started {:?})",
+        under_way.status,
+        started.status
+    );
+    // The fault's duration, not a wait for a condition.
+    tokio::time::sleep(outage).await;
+    let retries = retried().await - retries_before;
+    denied.allow().await;
+    let allowed = Instant::now();
+
+    wait_deployment_complete(&ns, family, "web", replicas).await;
+    let converged = allowed.elapsed();
+    assert_no_orphans(&ns, &apps).await;
+    let (mut violations, checks) = bounds.finish();
+    let (pod_violations, pod_checks, peak) = ready_pods.finish();
+    violations.extend(pod_violations);
+    println!(
+        "{}: the manager's writes refused for {}s mid-rollout ({retries} Deployment and ReplicaSet retries meanwhile): \
+         rollout complete {:.1}s after they were allowed; {checks} ReplicaSet and {pod_checks} pod states \
+         checked; at most {peak} pods at once (replicas + maxSurge = {})",
+        family.label(),
+        outage.as_secs(),
+        converged.as_secs_f64(),
+        replicas + surge,
+    );
+    // The new ReplicaSet's pod creations fail and back off (5 ms doubling: about 12 retries in 20 s).
+    assert!(
+        retries >= 10.0,
+        "only {retries} syncs were retried while refused: the refusals did not reach the manager"
+    );
+    assert!(
+        checks > 0 && pod_checks > 0,
+        "an invariant watch saw no state"
+    );
+    assert!(
+        violations.is_empty(),
+        "bounds broken around the refused writes: {violations:?}"
     );
     manager.stop().await;
 }

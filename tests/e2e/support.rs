@@ -3,6 +3,7 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
 
+pub mod denied_writes;
 pub mod in_cluster_kit;
 
 use std::collections::BTreeMap;
