@@ -11,13 +11,11 @@
 //! work, while upstream's stayed at 3.8–4.2 s) and because it builds into the static glibc image
 //! binary (`+crt-static`) unchanged.
 
-#[cfg(all(feature = "jemalloc", feature = "mimalloc"))]
-compile_error!("features `jemalloc` and `mimalloc` both choose the global allocator; enable one");
-
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+// With both features on (`--all-features`), jemalloc wins rather than failing the build.
 #[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
