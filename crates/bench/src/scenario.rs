@@ -139,6 +139,13 @@ impl Sizes {
         }
     }
 
+    /// Sets the steady scenario's pods, keeping its pods per ReplicaSet (the last ReplicaSets may
+    /// round the total up).
+    pub fn set_steady_pods(&mut self, pods: u32) {
+        let per_replica_set = self.steady_pods_per_replica_set.max(1);
+        self.steady_replica_sets = pods.div_ceil(per_replica_set);
+    }
+
     pub fn steady_pods(&self) -> u32 {
         self.steady_replica_sets
             .saturating_mul(self.steady_pods_per_replica_set)
@@ -218,6 +225,17 @@ pub fn new_revision_patch(rev: u32) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steady_pods_override_rounds_up_to_whole_replica_sets() {
+        let mut sizes = Sizes::of(Size::Full);
+        sizes.set_steady_pods(3000);
+        assert_eq!(sizes.steady_replica_sets, 300);
+        assert_eq!(sizes.steady_pods(), 3000);
+        sizes.set_steady_pods(3005);
+        assert_eq!(sizes.steady_replica_sets, 301);
+        assert_eq!(sizes.steady_pods(), 3010);
+    }
 
     #[test]
     fn selectors_do_not_include_the_revision() {

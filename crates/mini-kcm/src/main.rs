@@ -13,6 +13,7 @@
 //!   `--compare` beside kube-controller-manager's (docs/conformance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 
+mod allocator;
 mod duration;
 mod explain;
 mod rollout;
