@@ -20,6 +20,13 @@ pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + '
         namespace: Option<&str>,
         dyntype: &Self::DynamicType,
     ) -> Api<Self>;
+
+    /// What the cache keeps of an object. By default all of it but `managedFields`, which are large and
+    /// which no controller reads.
+    fn cached(mut self) -> Self {
+        self.meta_mut().managed_fields = None;
+        self
+    }
 }
 
 macro_rules! watched_namespaced {
@@ -35,10 +42,20 @@ macro_rules! watched_namespaced {
     )*};
 }
 
-watched_namespaced!(
-    k8s_openapi::api::core::v1::Pod,
-    k8s_openapi::api::apps::v1::ControllerRevision
-);
+watched_namespaced!(k8s_openapi::api::apps::v1::ControllerRevision);
+
+impl Watched for k8s_openapi::api::core::v1::Pod {
+    fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
+        match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        }
+    }
+
+    fn cached(self) -> Self {
+        crate::pods::cached::keep_read_fields(self)
+    }
+}
 
 impl Watched for k8s_openapi::api::core::v1::Node {
     fn scoped_api(client: Client, _: Option<&str>, _: &()) -> Api<Self> {
@@ -153,6 +170,7 @@ impl SharedInformers {
             K::kind(dyntype).into_owned(),
             indexers(),
             self.resync_period,
+            K::cached,
         );
         let viewed = informer.clone();
         let resource = id.clone();

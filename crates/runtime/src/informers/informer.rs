@@ -77,6 +77,8 @@ struct Inner<K: Resource> {
     /// How often every cached object is re-delivered to the handlers as an update with old == new
     /// (client-go's resync); `None` never.
     resync_period: Option<Duration>,
+    /// What the cache keeps of each object (`Watched::cached`), applied before anything sees it.
+    keep: fn(K) -> K,
 }
 
 impl<K> Informer<K>
@@ -88,6 +90,7 @@ where
         kind: String,
         indexers: Vec<Indexer<K>>,
         resync_period: Option<Duration>,
+        keep: fn(K) -> K,
     ) -> Self {
         let mut index_fns: HashMap<&'static str, IndexFn<K>> =
             indexers.into_iter().map(|i| (i.name, i.index_fn)).collect();
@@ -107,6 +110,7 @@ where
                 lists: AtomicU64::new(0),
                 watch_errors: AtomicU64::new(0),
                 resync_period: resync_period.filter(|p| !p.is_zero()),
+                keep,
             }),
         }
     }
@@ -125,7 +129,7 @@ impl<K: Resource> Informer<K> {
     /// Puts an object in the cache without a watch and without notifying handlers: for unit tests of
     /// controllers (client-go's fake informers do the same) and for tools that preload a cache.
     pub fn cache_insert(&self, object: K) {
-        let object = strip(object);
+        let object = (self.inner.keep)(object);
         self.observe(&object);
         let key = key_of(&object);
         self.write(|s| s.upsert(key, Arc::new(object)));
@@ -255,7 +259,11 @@ where
         // server's watch cache when it is current, KEP-3157/4988), as client-go's relist after a 410 is:
         // a list answered at `resourceVersion=0` may come from a lagging cache and show the past, which
         // would turn objects created since then into deletions here.
-        let config = watcher::Config::default();
+        //
+        // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
+        // has handed them all over, and a decoded pod is ≈ 22 KiB before the cache trims it
+        // (`crate::pods::cached`), so a relist of many pods peaks at ≈ 2 MiB instead of ≈ 11 MiB.
+        let config = watcher::Config::default().page_size(100);
         let events = watcher(self.inner.api.clone(), config).default_backoff();
         self.run_on(events).await;
     }
@@ -303,7 +311,7 @@ where
                 Ok(watcher::Event::InitApply(object)) => {
                     // Observed only at `InitDone`, once the cache holds it: a controller must not take
                     // its own write as visible while the cache still shows the old list.
-                    let object = strip(object);
+                    let object = (self.inner.keep)(object);
                     relist
                         .get_or_insert_with(HashMap::new)
                         .insert(key_of(&object), Arc::new(object));
@@ -328,7 +336,7 @@ where
                     self.notify(&changes);
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let object = Arc::new(strip(object));
+                    let object = Arc::new((self.inner.keep)(object));
                     self.observe(&object);
                     let key = key_of(object.as_ref());
                     let change = match self.write(|s| s.upsert(key, object.clone())) {
@@ -342,7 +350,7 @@ where
                     let key = key_of(&object);
                     let last = self
                         .write(|s| s.remove(&key))
-                        .unwrap_or_else(|| Arc::new(strip(object)));
+                        .unwrap_or_else(|| Arc::new((self.inner.keep)(object)));
                     self.notify(&[Change::Deleted(last)]);
                 }
                 Err(e) => {
@@ -393,15 +401,9 @@ where
     }
 }
 
-/// managedFields are large and no controller reads them: drop them before caching.
 /// An object's resourceVersion as a number (the API server's are etcd revisions).
 fn resource_version<K: Resource>(object: &K) -> Option<u64> {
     object.meta().resource_version.as_deref()?.parse().ok()
-}
-
-fn strip<K: Resource>(mut object: K) -> K {
-    object.meta_mut().managed_fields = None;
-    object
 }
 
 #[cfg(test)]
@@ -426,7 +428,13 @@ mod tests {
     fn informer() -> Informer<Pod> {
         // A client that is never used: `replace` and handlers are tested without a watch.
         let client = crate::client::unreachable_client().unwrap();
-        Informer::new(Api::all(client), "Pod".into(), Vec::new(), None)
+        Informer::new(
+            Api::all(client),
+            "Pod".into(),
+            Vec::new(),
+            None,
+            crate::pods::cached::keep_read_fields,
+        )
     }
 
     fn describe(change: &Change<Pod>) -> String {
@@ -451,7 +459,13 @@ mod tests {
         resync: Option<Duration>,
     ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
         let client = crate::client::unreachable_client().unwrap();
-        let informer = Informer::new(Api::all(client), "Pod".into(), Vec::new(), resync);
+        let informer = Informer::new(
+            Api::all(client),
+            "Pod".into(),
+            Vec::new(),
+            resync,
+            crate::pods::cached::keep_read_fields,
+        );
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
         informer.add_handler(move |c: &Change<Pod>| sink.lock().unwrap().push(describe(c)));
