@@ -10,16 +10,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use k8s_openapi::api::core::v1::Pod;
-use mini_kcm_runtime::pods::cached::keep_read_fields;
+use mini_kcm_runtime::pods::cached::{PodProjection, keep_read_fields};
 
 /// The system allocator, counting the bytes currently allocated.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// Allocations made so far (the decoding work, beside what it leaves allocated).
+static ALLOCATIONS: AtomicIsize = AtomicIsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         unsafe { System.alloc(layout) }
     }
 
@@ -44,26 +47,45 @@ static ALLOCATOR: Counting = Counting;
 /// token volume), managedFields included as a controller's watch receives them.
 const POD_JSON: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"creationTimestamp":"2026-11-24T00:02:12Z","generateName":"web-7d4b9c8f6-","generation":1,"labels":{"app":"web","pod-template-hash":"7d4b9c8f6"},"managedFields":[{"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"47114d90-319b-4331-be78-3c6d8bc3b2bd\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:resources":{},"f:terminationMessagePath":{},"f:terminationMessagePolicy":{}}},"f:dnsPolicy":{},"f:enableServiceLinks":{},"f:restartPolicy":{},"f:schedulerName":{},"f:securityContext":{},"f:terminationGracePeriodSeconds":{}}},"manager":"kube-controller-manager","operation":"Update","time":"2026-11-24T00:02:12Z"}],"name":"web-7d4b9c8f6-znlgp","namespace":"default","ownerReferences":[{"apiVersion":"apps/v1","blockOwnerDeletion":true,"controller":true,"kind":"ReplicaSet","name":"web-7d4b9c8f6","uid":"47114d90-319b-4331-be78-3c6d8bc3b2bd"}],"resourceVersion":"7709","uid":"6973d001-0054-41a7-a3fc-8d27d7a6c07f"},"spec":{"containers":[{"image":"registry.k8s.io/pause:3.10","imagePullPolicy":"IfNotPresent","name":"app","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","volumeMounts":[{"mountPath":"/var/run/secrets/kubernetes.io/serviceaccount","name":"kube-api-access-2hs9h","readOnly":true}]}],"dnsPolicy":"ClusterFirst","enableServiceLinks":true,"nodeName":"kwok-node-5","preemptionPolicy":"PreemptLowerPriority","priority":0,"restartPolicy":"Always","schedulerName":"default-scheduler","securityContext":{},"serviceAccount":"default","serviceAccountName":"default","terminationGracePeriodSeconds":0,"tolerations":[{"effect":"NoExecute","key":"node.kubernetes.io/not-ready","operator":"Exists","tolerationSeconds":300},{"effect":"NoExecute","key":"node.kubernetes.io/unreachable","operator":"Exists","tolerationSeconds":300}],"volumes":[{"name":"kube-api-access-2hs9h","projected":{"defaultMode":420,"sources":[{"serviceAccountToken":{"expirationSeconds":3607,"path":"token"}},{"configMap":{"items":[{"key":"ca.crt","path":"ca.crt"}],"name":"kube-root-ca.crt"}},{"downwardAPI":{"items":[{"fieldRef":{"apiVersion":"v1","fieldPath":"metadata.namespace"},"path":"namespace"}]}}]}}]},"status":{"conditions":[{"lastProbeTime":null,"lastTransitionTime":"2026-11-24T00:02:27Z","status":"True","type":"Initialized"},{"lastProbeTime":null,"lastTransitionTime":"2026-11-24T00:02:27Z","status":"True","type":"Ready"},{"lastProbeTime":null,"lastTransitionTime":"2026-11-24T00:02:27Z","status":"True","type":"ContainersReady"},{"lastProbeTime":null,"lastTransitionTime":"2026-11-24T00:02:27Z","status":"True","type":"PodScheduled"}],"containerStatuses":[{"image":"registry.k8s.io/pause:3.10","imageID":"","lastState":{},"name":"app","ready":true,"restartCount":0,"started":true,"state":{"running":{"startedAt":"2026-11-24T00:02:27Z"}}}],"hostIP":"127.0.0.1","hostIPs":[{"ip":"127.0.0.1"}],"phase":"Running","podIP":"10.244.3.248","podIPs":[{"ip":"10.244.3.248"}],"qosClass":"BestEffort","startTime":"2026-11-24T00:02:27Z"}}"#;
 
-/// Heap bytes still allocated after `make` returns its value (kept alive until measured).
-fn bytes_of<T>(make: impl FnOnce() -> T) -> isize {
+/// Heap bytes still allocated after `make` returns its value (kept alive until measured), and the
+/// allocations `make` made.
+fn bytes_of<T>(make: impl FnOnce() -> T) -> (isize, isize) {
     let before = LIVE.load(Ordering::Relaxed);
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
     let value = make();
     let after = LIVE.load(Ordering::Relaxed);
+    let made = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
     drop(value);
-    after - before
+    (after - before, made)
 }
 
 #[test]
 fn a_cached_pod_keeps_a_small_part_of_the_decoded_one() {
-    let decoded = bytes_of(|| Arc::new(serde_json::from_str::<Pod>(POD_JSON).unwrap()));
-    let cached = bytes_of(|| {
+    let (decoded, decoding) = bytes_of(|| Arc::new(serde_json::from_str::<Pod>(POD_JSON).unwrap()));
+    let (cached, trimming) = bytes_of(|| {
         let pod = serde_json::from_str::<Pod>(POD_JSON).unwrap();
         Arc::new(keep_read_fields(pod))
     });
+    // What the pod watch does: decode the projection, make the cached pod of it.
+    let (projected, projecting) = bytes_of(|| {
+        let projection = serde_json::from_str::<PodProjection>(POD_JSON).unwrap();
+        Arc::new(projection.into_pod())
+    });
     println!(
-        "one pod: {decoded} bytes decoded, {cached} bytes cached ({} % kept); the inline Pod alone is {} bytes",
+        "one pod: {decoded} bytes decoded ({decoding} allocations), {cached} bytes cached ({} % kept; \
+         {trimming} allocations to decode and trim), {projected} bytes projected ({projecting} \
+         allocations); the inline Pod alone is {} bytes",
         cached * 100 / decoded,
         std::mem::size_of::<Pod>()
+    );
+    assert!(
+        projecting * 2 < decoding,
+        "decoding the projection ({projecting} allocations) should take under half the work of \
+         decoding the whole pod ({decoding})"
+    );
+    assert_eq!(
+        projected, cached,
+        "the watch's projection keeps what trimming keeps"
     );
     assert!(
         cached * 4 < decoded,

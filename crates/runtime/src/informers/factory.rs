@@ -6,23 +6,40 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+
+use crate::pods::cached::PodProjection;
 
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
-/// A kind an informer can watch: knows how to build its `Api` for the whole cluster or one namespace
-/// (kube's constructors differ between static and dynamic kinds).
+/// A kind an informer can watch: what its watch decodes, how to build the `Api` for that for the whole
+/// cluster or one namespace (kube's constructors differ between static and dynamic kinds), and what the
+/// cache keeps of an object.
 pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
+    /// What the watch decodes: the kind itself, except for pods, whose watch decodes only the fields
+    /// the controllers read (`crate::pods::cached`).
+    type Wire: Resource<DynamicType = Self::DynamicType>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + 'static;
+
     fn scoped_api(
         client: Client,
         namespace: Option<&str>,
         dyntype: &Self::DynamicType,
-    ) -> Api<Self>;
+    ) -> Api<Self::Wire>;
 
-    /// What the cache keeps of an object. By default all of it but `managedFields`, which are large and
-    /// which no controller reads.
+    /// The cached object made of what the watch decoded.
+    fn from_wire(wire: Self::Wire) -> Self;
+
+    /// What the cache keeps of an object decoded whole (objects put in the cache by hand). By default
+    /// all of it but `managedFields`, which are large and which no controller reads.
     fn cached(mut self) -> Self {
         self.meta_mut().managed_fields = None;
         self
@@ -32,11 +49,17 @@ pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + '
 macro_rules! watched_namespaced {
     ($($t:ty),*) => {$(
         impl Watched for $t {
+            type Wire = Self;
+
             fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
                 match namespace {
                     Some(ns) => Api::namespaced(client, ns),
                     None => Api::all(client),
                 }
+            }
+
+            fn from_wire(wire: Self) -> Self {
+                wire.cached()
             }
         }
     )*};
@@ -45,11 +68,17 @@ macro_rules! watched_namespaced {
 watched_namespaced!(k8s_openapi::api::apps::v1::ControllerRevision);
 
 impl Watched for k8s_openapi::api::core::v1::Pod {
-    fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
+    type Wire = PodProjection;
+
+    fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<PodProjection> {
         match namespace {
             Some(ns) => Api::namespaced(client, ns),
             None => Api::all(client),
         }
+    }
+
+    fn from_wire(wire: PodProjection) -> Self {
+        wire.into_pod()
     }
 
     fn cached(self) -> Self {
@@ -58,8 +87,14 @@ impl Watched for k8s_openapi::api::core::v1::Pod {
 }
 
 impl Watched for k8s_openapi::api::core::v1::Node {
+    type Wire = Self;
+
     fn scoped_api(client: Client, _: Option<&str>, _: &()) -> Api<Self> {
         Api::all(client)
+    }
+
+    fn from_wire(wire: Self) -> Self {
+        wire.cached()
     }
 }
 
@@ -68,6 +103,12 @@ where
     P: Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     U: Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,
 {
+    type Wire = Self;
+
+    fn from_wire(wire: Self) -> Self {
+        wire.cached()
+    }
+
     fn scoped_api(
         client: Client,
         namespace: Option<&str>,
@@ -165,8 +206,20 @@ impl SharedInformers {
             return existing.clone();
         }
         let api = K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype);
+        // Every list is a consistent read (kube's default "most recent" semantic, served from the API
+        // server's watch cache when it is current, KEP-3157/4988), as client-go's relist after a 410 is:
+        // a list answered at `resourceVersion=0` may come from a lagging cache and show the past, which
+        // would turn objects created since then into deletions here.
+        //
+        // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
+        // has handed them all over.
+        let config = watcher::Config::default().page_size(100);
+        let events = watcher(api, config)
+            .default_backoff()
+            .map_ok(|event| wire_event(event, K::from_wire))
+            .boxed();
         let informer = Informer::new(
-            api,
+            events,
             K::kind(dyntype).into_owned(),
             indexers(),
             self.resync_period,
@@ -223,6 +276,17 @@ impl SharedInformers {
             }
         }
         futures::future::join_all(synced).await;
+    }
+}
+
+/// A watch event with its object made the cached kind.
+fn wire_event<W, K>(event: watcher::Event<W>, from_wire: fn(W) -> K) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(from_wire(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(from_wire(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(from_wire(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Resource};
+use kube::Resource;
+use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
 use crate::inspect::InformerView;
@@ -61,8 +61,13 @@ impl<K: Resource> Clone for Informer<K> {
     }
 }
 
+/// A watch's events, as the informer runs on them.
+pub(crate) type WatchEvents<K> =
+    futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
 struct Inner<K: Resource> {
-    api: Api<K>,
+    /// The watch, until `run` takes it.
+    events: Mutex<Option<WatchEvents<K>>>,
     kind: String,
     store: RwLock<Store<K>>,
     handlers: RwLock<Vec<Handler<K>>>,
@@ -86,7 +91,7 @@ where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     pub(crate) fn new(
-        api: Api<K>,
+        events: WatchEvents<K>,
         kind: String,
         indexers: Vec<Indexer<K>>,
         resync_period: Option<Duration>,
@@ -101,7 +106,7 @@ where
         let (synced, _) = tokio::sync::watch::channel(false);
         Informer {
             inner: Arc::new(Inner {
-                api,
+                events: Mutex::new(Some(events)),
                 kind,
                 store: RwLock::new(Store::new(index_fns)),
                 handlers: RwLock::new(Vec::new()),
@@ -255,21 +260,20 @@ where
     /// Lists and watches until the process ends (the watch restarts with backoff on errors), and every
     /// resync period re-delivers the whole cache as updates.
     pub async fn run(self) {
-        // Every list is a consistent read (kube's default "most recent" semantic, served from the API
-        // server's watch cache when it is current, KEP-3157/4988), as client-go's relist after a 410 is:
-        // a list answered at `resourceVersion=0` may come from a lagging cache and show the past, which
-        // would turn objects created since then into deletions here.
-        //
-        // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
-        // has handed them all over, and a decoded pod is ≈ 22 KiB before the cache trims it
-        // (`crate::pods::cached`), so a relist of many pods peaks at ≈ 2 MiB instead of ≈ 11 MiB.
-        let config = watcher::Config::default().page_size(100);
-        let events = watcher(self.inner.api.clone(), config).default_backoff();
-        self.run_on(events).await;
+        let events = self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match events {
+            Some(events) => self.run_on(events).await,
+            None => tracing::warn!(kind = %self.inner.kind, "informer already running"),
+        }
     }
 
-    /// The informer's loop over a watcher's event stream (separate from [`Informer::run`] so tests can
-    /// feed events on paused time).
+    /// The informer's loop over its watch's events (tests feed a channel instead of a watch, on paused
+    /// time).
     ///
     /// The resync (client-go's `resyncPeriod`): once the cache has synced, every `resync_period` each
     /// cached object is handed to the handlers as `Updated { old, new }` with `old` and `new` the same
@@ -426,10 +430,9 @@ mod tests {
     }
 
     fn informer() -> Informer<Pod> {
-        // A client that is never used: `replace` and handlers are tested without a watch.
-        let client = crate::client::unreachable_client().unwrap();
+        // A watch that never delivers: `replace` and handlers are tested without one.
         Informer::new(
-            Api::all(client),
+            futures::stream::empty().boxed(),
             "Pod".into(),
             Vec::new(),
             None,
@@ -458,9 +461,9 @@ mod tests {
     fn fed_informer(
         resync: Option<Duration>,
     ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
-        let client = crate::client::unreachable_client().unwrap();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
         let informer = Informer::new(
-            Api::all(client),
+            rx.boxed(),
             "Pod".into(),
             Vec::new(),
             resync,
@@ -469,9 +472,8 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
         informer.add_handler(move |c: &Change<Pod>| sink.lock().unwrap().push(describe(c)));
-        let (tx, rx) = futures::channel::mpsc::unbounded();
         let runner = informer.clone();
-        tokio::spawn(async move { runner.run_on(rx).await });
+        tokio::spawn(runner.run());
         (informer, tx, log)
     }
 

@@ -2,10 +2,16 @@
 //!
 //! Why: pods are by far the most numerous objects a controller-manager caches, and most of a pod is what
 //! the kubelet needs (containers, volumes, probes, tolerations, IPs), not what a workload controller
-//! decides on. Decoded, a typical pod takes ≈ 17 KiB of heap, of which its volumes and containers are
-//! two thirds; the fields below take under 2 KiB. Upstream's kube-controller-manager keeps whole pods;
-//! dropping the rest on arrival changes no decision, because nothing reads it (every reader goes through
-//! the informer cache; pods are created from templates, never from cached pods).
+//! decides on. Decoded whole, a typical pod takes ≈ 22 KB of heap, two thirds of it volumes and
+//! containers; as kept here ≈ 3.4 KB (`tests/cached_pod_bytes.rs`). Upstream's kube-controller-manager
+//! keeps whole pods; dropping the rest changes no decision, because nothing reads it (every reader goes
+//! through the informer cache; pods are created from templates, never from cached pods).
+//!
+//! The pod watch does not even decode the rest: it decodes [`PodProjection`], which has only these
+//! fields (serde skips the others), and turns it into the cached `Pod`. Decoding a whole pod and
+//! trimming it would cost the CPU of ≈ 22 KB of small allocations per watch event and leave the freed
+//! pieces as holes in the heap. [`keep_read_fields`] trims an already decoded pod the same way (for
+//! pods put in a cache by hand, and as the reference the projection is tested against).
 //!
 //! Kept, field by field, and who reads it:
 //! - `metadata` whole except `managedFields`: names and namespaces (keys), uid, labels (selectors,
@@ -16,80 +22,257 @@
 //!   `spec.affinity.nodeAffinity` (a DaemonSet pod's target node before it is scheduled);
 //!   `spec.initContainers`, only the restartable ones ("sidecars"), only `name` and `restartPolicy`
 //!   (ranking counts their restarts separately).
-//! - `status.phase` (active, failed and succeeded pods); `status.reason` and `status.message` (why a
-//!   DaemonSet pod failed, in its event); `status.conditions` of type Ready (readiness and
+//! - `status.phase` (active, failed and succeeded pods); `status.conditions` of type Ready (readiness and
 //!   availability via `lastTransitionTime`); `status.containerStatuses` and the sidecars'
 //!   `status.initContainerStatuses`, only `name` and `restartCount`, only for containers that restarted
 //!   (ranking; a missing status counts as no restarts).
 //!
 //! Everything else becomes empty (`spec.containers` is an empty list, since the type requires one).
 
-use k8s_openapi::api::core::v1::{Affinity, Container, ContainerStatus, Pod, PodSpec, PodStatus};
+use std::borrow::Cow;
 
-/// The pod as the cache keeps it (see the module header for what stays and why).
-pub fn keep_read_fields(pod: Pod) -> Pod {
-    let Pod {
-        mut metadata,
-        spec,
-        status,
-    } = pod;
-    metadata.managed_fields = None;
-    if let Some(owners) = metadata.owner_references.as_mut() {
-        owners.shrink_to_fit();
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerStatus, NodeAffinity, Pod, PodCondition, PodSpec, PodStatus,
+};
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::Resource;
+use serde::Deserialize;
+
+/// A pod as the pod watch decodes it: only the fields listed in the module header (serde skips the
+/// others). [`PodProjection::into_pod`] makes the cached `Pod` of it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct PodProjection {
+    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<SpecProjection>,
+    #[serde(default)]
+    status: Option<StatusProjection>,
+}
+
+/// `ObjectMeta` without `managedFields` (on a pod, often larger than everything kept here together),
+/// and without `selfLink`, which no server sets any more.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaProjection {
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+impl From<MetaProjection> for ObjectMeta {
+    fn from(m: MetaProjection) -> Self {
+        ObjectMeta {
+            annotations: m.annotations,
+            creation_timestamp: m.creation_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            deletion_timestamp: m.deletion_timestamp,
+            finalizers: m.finalizers,
+            generate_name: m.generate_name,
+            generation: m.generation,
+            labels: m.labels,
+            name: m.name,
+            namespace: m.namespace,
+            owner_references: m.owner_references,
+            resource_version: m.resource_version,
+            uid: m.uid,
+            managed_fields: None,
+            self_link: None,
+        }
     }
-    let sidecars: Vec<Container> = spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
-        .map(|c| Container {
-            name: c.name.clone(),
-            restart_policy: c.restart_policy.clone(),
-            ..Container::default()
-        })
-        .collect();
-    let spec = spec.map(|s| PodSpec {
-        node_name: s.node_name,
-        affinity: s
-            .affinity
-            .and_then(|a| a.node_affinity)
-            .map(|node_affinity| Affinity {
-                node_affinity: Some(node_affinity),
-                ..Affinity::default()
+}
+
+fn metadata_without_managed_fields<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    MetaProjection::deserialize(deserializer).map(ObjectMeta::from)
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecProjection {
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    affinity: Option<AffinityProjection>,
+    #[serde(default)]
+    init_containers: Option<Vec<ContainerProjection>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AffinityProjection {
+    #[serde(default)]
+    node_affinity: Option<NodeAffinity>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerProjection {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    restart_policy: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusProjection {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    conditions: Option<Vec<PodCondition>>,
+    #[serde(default)]
+    container_statuses: Option<Vec<RestartsProjection>>,
+    #[serde(default)]
+    init_container_statuses: Option<Vec<RestartsProjection>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RestartsProjection {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    restart_count: i32,
+}
+
+impl PodProjection {
+    /// The cached pod: the projection's fields in a `Pod`, with what no controller needs dropped (other
+    /// conditions than Ready, init containers that are not sidecars, zero restart counts,
+    /// `managedFields`), and every list at its length (serde grows lists by doubling).
+    pub fn into_pod(self) -> Pod {
+        let PodProjection {
+            metadata,
+            spec,
+            status,
+        } = self;
+        let sidecars: Vec<Container> = spec
+            .as_ref()
+            .and_then(|s| s.init_containers.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+            .map(|c| Container {
+                name: c.name.clone(),
+                restart_policy: c.restart_policy.clone(),
+                ..Container::default()
+            })
+            .collect();
+        let is_sidecar = |name: &str| sidecars.iter().any(|c| c.name == name);
+        let status = status.map(|s| PodStatus {
+            phase: s.phase,
+            conditions: s.conditions.map(|cs| {
+                let mut ready: Vec<_> = cs.into_iter().filter(|c| c.type_ == "Ready").collect();
+                ready.shrink_to_fit();
+                ready
             }),
-        init_containers: (!sidecars.is_empty()).then(|| sidecars.clone()),
-        ..PodSpec::default()
-    });
-    let status = status.map(|s| PodStatus {
-        phase: s.phase,
-        reason: s.reason,
-        message: s.message,
-        conditions: s.conditions.map(|cs| {
-            let mut ready: Vec<_> = cs.into_iter().filter(|c| c.type_ == "Ready").collect();
-            ready.shrink_to_fit();
-            ready
-        }),
-        container_statuses: s.container_statuses.and_then(|cs| restarts(cs, |_| true)),
-        init_container_statuses: s
-            .init_container_statuses
-            .and_then(|cs| restarts(cs, |name| sidecars.iter().any(|c| c.name == name))),
-        ..PodStatus::default()
-    });
-    Pod {
-        metadata,
-        spec,
-        status,
+            container_statuses: s.container_statuses.and_then(|cs| restarts(cs, |_| true)),
+            init_container_statuses: s
+                .init_container_statuses
+                .and_then(|cs| restarts(cs, is_sidecar)),
+            ..PodStatus::default()
+        });
+        let spec = spec.map(|s| PodSpec {
+            node_name: s.node_name,
+            affinity: s
+                .affinity
+                .and_then(|a| a.node_affinity)
+                .map(|node_affinity| Affinity {
+                    node_affinity: Some(node_affinity),
+                    ..Affinity::default()
+                }),
+            init_containers: (!sidecars.is_empty()).then_some(sidecars),
+            ..PodSpec::default()
+        });
+        let mut metadata = metadata;
+        metadata.managed_fields = None;
+        if let Some(owners) = metadata.owner_references.as_mut() {
+            owners.shrink_to_fit();
+        }
+        Pod {
+            metadata,
+            spec,
+            status,
+        }
     }
+}
+
+/// A decoded pod's projection (moves the kept fields; for [`keep_read_fields`]).
+impl From<Pod> for PodProjection {
+    fn from(pod: Pod) -> Self {
+        let restarts = |cs: Vec<ContainerStatus>| -> Vec<RestartsProjection> {
+            cs.into_iter()
+                .map(|c| RestartsProjection {
+                    name: c.name,
+                    restart_count: c.restart_count,
+                })
+                .collect()
+        };
+        PodProjection {
+            metadata: pod.metadata,
+            spec: pod.spec.map(|s| SpecProjection {
+                node_name: s.node_name,
+                affinity: s.affinity.map(|a| AffinityProjection {
+                    node_affinity: a.node_affinity,
+                }),
+                init_containers: s.init_containers.map(|cs| {
+                    cs.into_iter()
+                        .map(|c| ContainerProjection {
+                            name: c.name,
+                            restart_policy: c.restart_policy,
+                        })
+                        .collect()
+                }),
+            }),
+            status: pod.status.map(|s| StatusProjection {
+                phase: s.phase,
+                conditions: s.conditions,
+                container_statuses: s.container_statuses.map(restarts),
+                init_container_statuses: s.init_container_statuses.map(restarts),
+            }),
+        }
+    }
+}
+
+/// The pod as the cache keeps it, from a pod decoded whole (see the module header).
+pub fn keep_read_fields(pod: Pod) -> Pod {
+    PodProjection::from(pod).into_pod()
 }
 
 /// `name` and `restartCount` of the statuses whose container `keep` accepts and that restarted at
 /// least once (no status reads as no restarts), or `None` if there are none.
 fn restarts(
-    statuses: Vec<ContainerStatus>,
+    statuses: Vec<RestartsProjection>,
     keep: impl Fn(&str) -> bool,
 ) -> Option<Vec<ContainerStatus>> {
-    let mut kept: Vec<ContainerStatus> = statuses
+    let kept: Vec<ContainerStatus> = statuses
         .into_iter()
         .filter(|c| c.restart_count > 0 && keep(&c.name))
         .map(|c| ContainerStatus {
@@ -98,9 +281,37 @@ fn restarts(
             ..ContainerStatus::default()
         })
         .collect();
-    // Collected in place, the list would keep the decoded one's capacity (serde grows lists by doubling).
-    kept.shrink_to_fit();
     (!kept.is_empty()).then_some(kept)
+}
+
+/// The projection is watched at the pods' endpoint, as a pod.
+impl Resource for PodProjection {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Pod::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        Pod::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        Pod::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Pod::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 #[cfg(test)]
@@ -110,7 +321,11 @@ mod tests {
     /// A pod as the API server returns it for a Deployment's replica (taken from the local plane), with
     /// a restartable init container and managedFields added.
     fn full_pod() -> Pod {
-        serde_json::from_value(serde_json::json!({
+        serde_json::from_value(full_pod_json()).unwrap()
+    }
+
+    fn full_pod_json() -> serde_json::Value {
+        serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "creationTimestamp": "2026-11-24T00:02:12Z", "generateName": "rs-99-",
@@ -154,8 +369,7 @@ mod tests {
                 "hostIP": "127.0.0.1", "podIP": "10.244.3.248", "phase": "Running",
                 "qosClass": "BestEffort", "startTime": "2026-11-24T00:02:27Z"
             }
-        }))
-        .unwrap()
+        })
     }
 
     #[test]
@@ -215,6 +429,21 @@ mod tests {
         assert!(status.host_ip.is_none() && status.pod_ip.is_none() && status.start_time.is_none());
         let app = &status.container_statuses.unwrap()[0];
         assert!(app.image.is_empty() && app.state.is_none());
+    }
+
+    #[test]
+    fn the_watch_projection_keeps_the_same_as_trimming_a_whole_pod() {
+        let projected: PodProjection = serde_json::from_value(full_pod_json()).unwrap();
+        assert_eq!(projected.into_pod(), keep_read_fields(full_pod()));
+        let bare: PodProjection =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "status": null}))
+                .unwrap();
+        assert_eq!(
+            bare.into_pod(),
+            keep_read_fields(
+                serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap()
+            )
+        );
     }
 
     #[test]
