@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 
 use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
 use crate::consistency::ConsistencyStore;
@@ -12,6 +12,7 @@ use crate::controller::key::ObjectKey;
 use crate::decisions;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
+use crate::pods::cached::PodProjection;
 
 /// The longest name (and so `generateName` prefix) the API server accepts for a pod.
 const MAX_NAME_LENGTH: usize = 253;
@@ -133,8 +134,15 @@ impl PodControl {
     ) -> Result<Pod, PodControlError> {
         let result = async {
             let pod = pod_from_template(template, owner)?;
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &owner.namespace);
-            Ok::<_, PodControlError>(api.create(&PostParams::default(), &pod).await?)
+            // The response is decoded as the pod cache keeps pods (`PodProjection`): what is read of
+            // it is its metadata, and decoding the whole pod costs a pod watch event's work again.
+            // kube's typed `create` sends the `Api`'s own type, so the request is built here.
+            let body = serde_json::to_vec(&pod).map_err(kube::Error::SerdeError)?;
+            let request = kube::core::Request::new(Pod::url_path(&(), Some(&owner.namespace)))
+                .create(&PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)?;
+            let created: PodProjection = self.client.request(request).await?;
+            Ok::<_, PodControlError>(created.into_pod())
         }
         .await;
         match &result {
@@ -182,7 +190,8 @@ impl PodControl {
         name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        // The pod a deletion returns is read only for its resourceVersion (see `create`).
+        let api: Api<PodProjection> = Api::namespaced(self.client.clone(), namespace);
         let result = api.delete(name, &DeleteParams::default()).await;
         decisions::wrote(
             "delete",
@@ -207,7 +216,8 @@ impl PodControl {
             ),
         }
         if let Some(terminating) = result?.left() {
-            self.consistency.record_write(owner_key, &terminating);
+            self.consistency
+                .record_write(owner_key, &terminating.into_pod());
         }
         Ok(())
     }
