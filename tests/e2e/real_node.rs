@@ -384,6 +384,37 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         },
     )
     .await;
+    // The rollout is complete once the old pods are terminating; the lease moves when the last
+    // old pod has shut down (it releases on SIGTERM) and a new one acquires it, so wait for that.
+    let rolled: Vec<String> = pods
+        .list(&kube::api::ListParams::default().labels(APP_LABEL))
+        .await
+        .unwrap()
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .is_some_and(|s| s.containers[0].image.as_deref() == Some(ROLLED_IMAGE))
+        })
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(rolled.len(), 2, "pods of the new image: {rolled:?}");
+    let lease = ns
+        .wait_for(
+            &leases,
+            LEASE,
+            "a pod of the new image holding the lease",
+            TAKEOVER_BOUND + TIMEOUT,
+            |l| holder(l).is_some_and(|h| rolled.iter().any(|p| h.starts_with(&format!("{p}_")))),
+        )
+        .await
+        .unwrap();
+    println!(
+        "after mini-kcm's rollout the lease is held by {}",
+        holder(Some(&lease)).unwrap_or_default()
+    );
+    // The new leader reconciles: another rollout of the copy completes.
     deployments
         .patch(
             "web",
@@ -395,21 +426,6 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         .await
         .unwrap();
     wait_complete(&ns, &deployments, "web", 5, "3").await;
-    let lease = leases.get(LEASE).await.unwrap();
-    let final_holder = holder(Some(&lease)).unwrap();
-    let rolled = pods
-        .list(&kube::api::ListParams::default().labels(APP_LABEL))
-        .await
-        .unwrap();
-    assert!(
-        rolled
-            .iter()
-            .any(|p| final_holder.starts_with(&format!("{}_", p.name_any()))
-                && p.spec
-                    .as_ref()
-                    .is_some_and(|s| s.containers[0].image.as_deref() == Some(ROLLED_IMAGE))),
-        "after the rollout the lease is held by {final_holder}, not by a pod of the new image"
-    );
 
     // Teardown: nothing of the real node is left; the plane beside still works.
     let leftovers = plane.stop().await;
