@@ -48,11 +48,15 @@ pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
 }
 
 fn canonical(template: &PodTemplateSpec) -> Option<Value> {
-    let mut template = template.clone();
-    if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+    // Serialised as is and the label dropped from the JSON: cloning the template first would cost
+    // as much again, and every Deployment sync compares each of its ReplicaSets' templates.
+    let mut value = serde_json::to_value(template).ok()?;
+    if let Some(labels) = value
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
         labels.remove(POD_TEMPLATE_HASH_LABEL);
     }
-    let mut value = serde_json::to_value(&template).ok()?;
     drop_empty(&mut value);
     Some(value)
 }
@@ -128,11 +132,13 @@ pub fn find_new_replica_set<'a>(
     d: &DeploymentObject,
     rss: &[&'a ReplicaSetObject],
 ) -> Option<&'a ReplicaSetObject> {
+    // As `equal_ignore_hash` against each, with the Deployment's side computed once.
+    let wanted = canonical(&d.spec.template)?;
     let mut sorted = rss.to_vec();
     sort_by_creation(&mut sorted);
     sorted
         .into_iter()
-        .find(|rs| equal_ignore_hash(&rs_template(rs), &d.spec.template))
+        .find(|rs| canonical(&rs_template(rs)).is_some_and(|t| t == wanted))
 }
 
 /// The Deployment's old ReplicaSets, in input order: first those with `spec.replicas != 0`, then all.

@@ -32,12 +32,14 @@ pub enum ReplicaPlan {
 }
 
 /// Decides creations or deletions for a ReplicaSet that wants `desired` pods and has the `active` claimed
-/// pods. `related` are the active pods of every ReplicaSet with the same controller (a Deployment's
-/// ReplicaSets), used to prefer deleting pods on crowded nodes. At most `burst` pods per sync.
+/// pods. `related` gives the active pods of every ReplicaSet with the same controller (a Deployment's
+/// ReplicaSets), used to prefer deleting pods on crowded nodes; it is called only when some but not all
+/// pods go, since collecting them costs a walk over all those pods (upstream too reads them only when
+/// scaling down). At most `burst` pods per sync.
 pub fn plan_replicas(
     desired: usize,
     active: &[Arc<Pod>],
-    related: &[Arc<Pod>],
+    related: impl FnOnce() -> Vec<Arc<Pod>>,
     burst: usize,
     now: Timestamp,
 ) -> ReplicaPlan {
@@ -65,7 +67,7 @@ pub fn plan_replicas(
 /// first pod that stays.
 fn pods_to_delete(
     active: &[Arc<Pod>],
-    related: &[Arc<Pod>],
+    related: impl FnOnce() -> Vec<Arc<Pod>>,
     diff: usize,
     now: Timestamp,
 ) -> Vec<(Arc<Pod>, String)> {
@@ -76,6 +78,7 @@ fn pods_to_delete(
             .collect();
     }
     let mut on_node: HashMap<&str, usize> = HashMap::new();
+    let related = related();
     for pod in related.iter().filter(|p| is_pod_active(p)) {
         *on_node.entry(node_of(pod)).or_default() += 1;
     }
@@ -166,7 +169,7 @@ mod tests {
     fn too_few_pods_creates_the_difference_capped_by_the_burst() {
         let pods = vec![pod("a", Some("n1"), "Running", true, None)];
         assert_eq!(
-            plan_replicas(3, &pods, &pods, 500, now()),
+            plan_replicas(3, &pods, || pods.clone(), 500, now()),
             ReplicaPlan::Create {
                 count: 2,
                 active: 1,
@@ -175,7 +178,7 @@ mod tests {
         );
         // Upstream's TestControllerBurstReplicas: never more than the burst in one sync.
         assert_eq!(
-            plan_replicas(1000, &[], &[], 500, now()),
+            plan_replicas(1000, &[], Vec::new, 500, now()),
             ReplicaPlan::Create {
                 count: 500,
                 active: 0,
@@ -183,9 +186,14 @@ mod tests {
             }
         );
         assert_eq!(
-            plan_replicas(1, &pods, &pods, 500, now()),
+            plan_replicas(1, &pods, || pods.clone(), 500, now()),
             ReplicaPlan::Steady
         );
+        // Related pods are collected only to rank deletions.
+        let not_needed = || -> Vec<Arc<Pod>> { panic!("related pods read without deletions") };
+        plan_replicas(3, &pods, not_needed, 500, now());
+        plan_replicas(1, &pods, not_needed, 500, now());
+        plan_replicas(0, &pods, not_needed, 500, now());
     }
 
     /// Upstream's TestGetPodsToDelete: earlier lifecycle stages go first.
@@ -201,7 +209,7 @@ mod tests {
             pending.clone(),
             unscheduled.clone(),
         ];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, &all, 500, now()) else {
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, || all.clone(), 500, now()) else {
             panic!("expected deletions");
         };
         let names: Vec<_> = pods
@@ -220,7 +228,7 @@ mod tests {
         let sibling = pod("sibling-of-other-rs", Some("n2"), "Running", true, None);
         let active = vec![lonely.clone(), crowded.clone()];
         let related = vec![lonely.clone(), crowded.clone(), sibling];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, &related, 500, now())
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, || related.clone(), 500, now())
         else {
             panic!("expected a deletion");
         };
@@ -239,7 +247,7 @@ mod tests {
             cheap,
             pod("x", Some("n2"), "Running", true, None),
         ];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, &related, 500, now())
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, || related.clone(), 500, now())
         else {
             panic!("expected a deletion");
         };
@@ -257,7 +265,7 @@ mod tests {
             pods,
             active,
             desired,
-        } = plan_replicas(0, &all, &all, 500, now())
+        } = plan_replicas(0, &all, || all.clone(), 500, now())
         else {
             panic!("expected deletions");
         };

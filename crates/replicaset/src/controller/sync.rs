@@ -117,11 +117,10 @@ impl ReplicaSetController {
                 "skipped: the ReplicaSet is being deleted (no creations, no deletions)",
             );
         } else {
-            let related = self.related_pods(&rs);
             let plan = plan_replicas(
                 desired,
                 &claimed,
-                &related,
+                || self.related_pods(&rs),
                 s.options.burst_replicas,
                 Timestamp::now(),
             );
@@ -172,16 +171,11 @@ impl ReplicaSetController {
         let Some(controller) = controller_uid(&rs.metadata) else {
             return Vec::new();
         };
-        let mut seen = std::collections::HashSet::new();
+        // A pod has at most one controller, so the siblings' pod lists do not overlap.
         let mut related = Vec::new();
         for sibling in s.replica_sets.by_index(CONTROLLER_UID_INDEX, controller) {
-            let Some(sibling_uid) = sibling.metadata.uid.as_deref() else {
-                continue;
-            };
-            for pod in s.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid) {
-                if seen.insert(pod.metadata.uid.clone()) {
-                    related.push(pod);
-                }
+            if let Some(sibling_uid) = sibling.metadata.uid.as_deref() {
+                related.extend(s.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid));
             }
         }
         related

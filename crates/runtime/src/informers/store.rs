@@ -1,6 +1,6 @@
 //! The cache behind an informer: objects by `namespace/name`, plus secondary indexes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::Resource;
@@ -25,7 +25,9 @@ pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 pub(crate) struct Store<K> {
     objects: HashMap<ObjectKey, Arc<K>>,
     index_fns: HashMap<&'static str, IndexFn<K>>,
-    indexes: HashMap<&'static str, HashMap<String, HashSet<ObjectKey>>>,
+    /// Index name → value → the objects filed under it. The entries hold the objects themselves (one more
+    /// pointer each) so that a lookup by index, which every sync does, needs no second lookup per object.
+    indexes: HashMap<&'static str, HashMap<String, HashMap<ObjectKey, Arc<K>>>>,
 }
 
 impl<K: Resource> Store<K> {
@@ -73,16 +75,12 @@ impl<K: Resource> Store<K> {
         Some(old)
     }
 
-    /// Keys filed under `value` in index `index` (empty for an unknown index).
+    /// Objects filed under `value` in index `index` (empty for an unknown index).
     pub(crate) fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         self.indexes
             .get(index)
             .and_then(|values| values.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| self.objects.get(k).cloned())
-                    .collect()
-            })
+            .map(|objects| objects.values().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -90,13 +88,16 @@ impl<K: Resource> Store<K> {
         self.indexes.contains_key(index)
     }
 
-    fn index(&mut self, key: &str, object: &K) {
+    fn index(&mut self, key: &str, object: &Arc<K>) {
         for (name, index_fn) in &self.index_fns {
             let Some(values) = self.indexes.get_mut(name) else {
                 continue;
             };
             for value in index_fn(object) {
-                values.entry(value).or_default().insert(key.to_string());
+                values
+                    .entry(value)
+                    .or_default()
+                    .insert(key.to_string(), object.clone());
             }
         }
     }
@@ -107,9 +108,9 @@ impl<K: Resource> Store<K> {
                 continue;
             };
             for value in index_fn(object) {
-                if let Some(keys) = values.get_mut(&value) {
-                    keys.remove(key);
-                    if keys.is_empty() {
+                if let Some(objects) = values.get_mut(&value) {
+                    objects.remove(key);
+                    if objects.is_empty() {
                         values.remove(&value);
                     }
                 }
@@ -155,6 +156,11 @@ mod tests {
         store.upsert("a/p1".into(), pod("a", "p1", "n2"));
         assert_eq!(store.by_index("node", "n1").len(), 1);
         assert_eq!(store.by_index("node", "n2").len(), 1);
+        // A lookup by index returns the current version of an object.
+        let mut relabelled = pod("a", "p2", "n1");
+        Arc::make_mut(&mut relabelled).metadata.labels = Some([("v".into(), "2".into())].into());
+        store.upsert("a/p2".into(), relabelled.clone());
+        assert!(Arc::ptr_eq(&store.by_index("node", "n1")[0], &relabelled));
         store.remove("a/p2");
         assert!(store.by_index("node", "n1").is_empty());
         assert_eq!(key_of(pod("a", "p1", "n").as_ref()), "a/p1");
