@@ -209,7 +209,8 @@ mod tests {
             pending.clone(),
             unscheduled.clone(),
         ];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, || all.clone(), 500, now()) else {
+        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, || all.clone(), 500, now())
+        else {
             panic!("expected deletions");
         };
         let names: Vec<_> = pods
@@ -228,7 +229,8 @@ mod tests {
         let sibling = pod("sibling-of-other-rs", Some("n2"), "Running", true, None);
         let active = vec![lonely.clone(), crowded.clone()];
         let related = vec![lonely.clone(), crowded.clone(), sibling];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, || related.clone(), 500, now())
+        let ReplicaPlan::Delete { pods, .. } =
+            plan_replicas(1, &active, || related.clone(), 500, now())
         else {
             panic!("expected a deletion");
         };
@@ -247,7 +249,8 @@ mod tests {
             cheap,
             pod("x", Some("n2"), "Running", true, None),
         ];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &active, || related.clone(), 500, now())
+        let ReplicaPlan::Delete { pods, .. } =
+            plan_replicas(1, &active, || related.clone(), 500, now())
         else {
             panic!("expected a deletion");
         };
