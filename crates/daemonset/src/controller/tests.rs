@@ -12,8 +12,7 @@ use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
-use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::pods::cached::CachedPodStatus;
+use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 
 use super::{DaemonSetController, DaemonSetOptions};
 use crate::DaemonSetObject;
