@@ -6,10 +6,11 @@
 //! `spec.nodeName` once scheduled, and that affinity term before.
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec,
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
     PodTemplateSpec,
 };
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::pods::cached::CachedPod;
 
 use crate::placement::add_or_update_daemon_pod_tolerations;
 use crate::{REVISION_HASH_LABEL, TEMPLATE_GENERATION_LABEL};
@@ -67,7 +68,7 @@ pub enum TargetNodeError {
 /// The node a daemon pod is for: `spec.nodeName` if scheduled, else the value of the first `matchFields
 /// metadata.name In` requirement of its required node affinity (which must have exactly one value). Pods for
 /// which this fails are ignored by the controller.
-pub fn get_target_node_name(pod: &Pod) -> Result<&str, TargetNodeError> {
+pub fn get_target_node_name(pod: &CachedPod) -> Result<&str, TargetNodeError> {
     let spec = pod.spec.as_ref();
     if let Some(node_name) = spec
         .and_then(|s| s.node_name.as_deref())
@@ -145,7 +146,7 @@ pub fn pod_template_for_node(template: &PodTemplateSpec, node_name: &str) -> Pod
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodAffinity, PreferredSchedulingTerm};
+    use k8s_openapi::api::core::v1::{Pod, PodAffinity, PreferredSchedulingTerm};
 
     fn req(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
         NodeSelectorRequirement {
@@ -272,14 +273,16 @@ mod tests {
     /// Mirrors upstream `TestGetTargetNodeName`.
     #[test]
     fn get_target_node_name_table() {
-        let pod = |name: &str, spec: PodSpec| Pod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            spec: Some(spec),
-            status: None,
+        let pod = |name: &str, spec: PodSpec| {
+            CachedPod::from(Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("default".into()),
+                    ..Default::default()
+                },
+                spec: Some(spec),
+                status: None,
+            })
         };
         let with_affinity = |a: Affinity| PodSpec {
             affinity: Some(a),
@@ -375,11 +378,11 @@ mod tests {
     fn pod_template_for_node_pins_node() {
         let base = create_pod_template(&PodTemplateSpec::default(), None, "abc");
         let for_node = pod_template_for_node(&base, "node-3");
-        let pod = Pod {
+        let pod = CachedPod::from(Pod {
             metadata: Default::default(),
             spec: for_node.spec,
             status: None,
-        };
+        });
         assert_eq!(get_target_node_name(&pod), Ok("node-3"));
         assert_eq!(
             base.spec.and_then(|s| s.affinity),

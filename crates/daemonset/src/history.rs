@@ -20,10 +20,10 @@ mod go_json;
 use std::collections::HashSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -229,7 +229,10 @@ impl DedupPlan<'_> {
     }
 
     /// Names of pods whose hash label differs from the kept revision's (upstream relabels them all).
-    pub fn pods_to_relabel<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Vec<String> {
+    pub fn pods_to_relabel<'p>(
+        &self,
+        pods: impl IntoIterator<Item = &'p CachedPod>,
+    ) -> Vec<String> {
         let keep = self.keep_hash();
         pods.into_iter()
             .filter(|p| hash_label(&p.metadata) != keep)
@@ -263,7 +266,7 @@ pub fn relabel_pod_patch(hash: &str) -> Value {
 
 /// The hashes of the DaemonSet's pods (including deleted terminal ones): revisions with these hashes are
 /// still in use and are never cleaned up.
-pub fn live_hashes<'p>(pods: impl IntoIterator<Item = &'p Pod>) -> HashSet<String> {
+pub fn live_hashes<'p>(pods: impl IntoIterator<Item = &'p CachedPod>) -> HashSet<String> {
     pods.into_iter()
         .map(|p| hash_label(&p.metadata))
         .filter(|h| !h.is_empty())
@@ -459,8 +462,8 @@ mod tests {
         }
     }
 
-    fn pod_hash(name: &str, hash: &str) -> Pod {
-        Pod {
+    fn pod_hash(name: &str, hash: &str) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([(REVISION_HASH_LABEL.to_string(), hash.to_string())].into()),

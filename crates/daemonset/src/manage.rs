@@ -16,9 +16,10 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::decisions::NodePlacement;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use tokio::time::Instant;
 
@@ -30,28 +31,28 @@ use crate::{
     DaemonSetObject, FAILED_DAEMON_POD_REASON, REVISION_HASH_LABEL, SUCCEEDED_DAEMON_POD_REASON,
 };
 
-fn phase(pod: &Pod) -> &str {
+fn phase(pod: &CachedPod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or_default()
 }
 
-fn is_scheduled(pod: &Pod) -> bool {
+fn is_scheduled(pod: &CachedPod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty())
 }
 
-fn name(pod: &Pod) -> &str {
+fn name(pod: &CachedPod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
 /// Oldest first: scheduled before unscheduled, then earlier creation (a missing timestamp is Go's zero time,
 /// the oldest), then name. Upstream `podByCreationTimestampAndPhase`; status also counts the oldest pod.
-pub fn cmp_oldest_first(a: &Pod, b: &Pod) -> Ordering {
-    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+pub fn cmp_oldest_first(a: &CachedPod, b: &CachedPod) -> Ordering {
+    let created = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
     is_scheduled(b)
         .cmp(&is_scheduled(a))
         .then_with(|| created(a).cmp(&created(b)))
@@ -62,10 +63,10 @@ pub fn cmp_oldest_first(a: &Pod, b: &Pod) -> Ordering {
 /// cannot be told are skipped. Terminal pods that are being deleted are dropped unless
 /// `include_deleted_terminal` (history cleanup still wants their hashes).
 pub fn group_pods_by_node<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a CachedPod>,
     include_deleted_terminal: bool,
-) -> BTreeMap<String, Vec<&'a Pod>> {
-    let mut by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
+) -> BTreeMap<String, Vec<&'a CachedPod>> {
+    let mut by_node: BTreeMap<String, Vec<&'a CachedPod>> = BTreeMap::new();
     for pod in pods {
         let terminal = matches!(phase(pod), "Succeeded" | "Failed");
         if !include_deleted_terminal && terminal && pod.metadata.deletion_timestamp.is_some() {
@@ -84,7 +85,7 @@ pub fn group_pods_by_node<'a>(
 /// Unscheduled pods targeting nodes that no longer exist: nothing else (not even pod GC) would delete them.
 pub fn unscheduled_pods_without_node<N: Borrow<Node>>(
     nodes: &[N],
-    node_to_pods: &BTreeMap<String, Vec<&Pod>>,
+    node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,
 ) -> Vec<String> {
     let existing: HashSet<&str> = nodes
         .iter()
@@ -158,7 +159,7 @@ pub fn plan_node(
     ctx: &ManageContext<'_>,
     decision: NodeDecision,
     node_name: &str,
-    pods: Option<&[&Pod]>,
+    pods: Option<&[&CachedPod]>,
     backoff: &mut FailedPodBackoff,
 ) -> NodePlan {
     let mut plan = NodePlan::default();
@@ -176,7 +177,7 @@ pub fn plan_node(
     }
 
     let namespace = ctx.ds.metadata.namespace.as_deref().unwrap_or_default();
-    let mut running: Vec<&Pod> = Vec::new();
+    let mut running: Vec<&CachedPod> = Vec::new();
     for &pod in pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -241,8 +242,8 @@ pub fn plan_node(
     }
     // Keep the oldest pod of the current revision and the oldest of any other; delete the rest.
     running.sort_by(|a, b| cmp_oldest_first(a, b));
-    let mut oldest_new: Option<&Pod> = None;
-    let mut oldest_old: Option<&Pod> = None;
+    let mut oldest_new: Option<&CachedPod> = None;
+    let mut oldest_old: Option<&CachedPod> = None;
     for pod in running {
         let is_new = pod
             .metadata
@@ -288,7 +289,7 @@ pub fn plan_manage<N: Borrow<Node>>(
     ctx: &ManageContext<'_>,
     placement: &DaemonPlacement,
     nodes: &[N],
-    node_to_pods: &BTreeMap<String, Vec<&Pod>>,
+    node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,
     backoff: &mut FailedPodBackoff,
 ) -> ManagePlan {
     let mut plan = ManagePlan::default();
@@ -322,7 +323,7 @@ pub fn plan_manage<N: Borrow<Node>>(
 pub fn node_map<N: Borrow<Node>>(
     placement: &DaemonPlacement,
     nodes: &[N],
-    node_to_pods: &BTreeMap<String, Vec<&Pod>>,
+    node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,
 ) -> Vec<NodePlacement> {
     nodes
         .iter()
@@ -356,17 +357,18 @@ mod tests {
     use crate::placement::tests::{new_ds, new_node, taint, tainted};
     use crate::update::tests::{pod_with, surge_strategy, ts, unavailable_strategy};
     use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    use mini_kcm_runtime::pods::cached::{CachedAffinity, CachedPodStatus};
 
-    fn created(mut pod: Pod, secs: i64) -> Pod {
+    fn created(mut pod: CachedPod, secs: i64) -> CachedPod {
         pod.metadata.creation_timestamp = Some(Time(ts(secs)));
         pod
     }
 
-    fn failed(mut pod: Pod) -> Pod {
-        pod.status = Some(PodStatus {
+    fn failed(mut pod: CachedPod) -> CachedPod {
+        pod.status = Some(CachedPodStatus {
             phase: Some("Failed".into()),
             ..Default::default()
         });
@@ -392,7 +394,7 @@ mod tests {
     fn run(
         ds: &DaemonSetObject,
         nodes: &[Node],
-        pods: &[Pod],
+        pods: &[CachedPod],
         now: i64,
         backoff: &mut FailedPodBackoff,
     ) -> ManagePlan {
@@ -434,7 +436,7 @@ mod tests {
             for strategy in strategies() {
                 let mut ds = new_ds("foo");
                 ds.spec.update_strategy = strategy;
-                let mut pods: Vec<Pod> = (0..num_failed)
+                let mut pods: Vec<CachedPod> = (0..num_failed)
                     .map(|i| {
                         failed(pod_with(
                             &format!("failed-{i}"),
@@ -520,7 +522,7 @@ mod tests {
     fn succeeded_pods_are_deleted_with_an_event() {
         let ds = new_ds("foo");
         let mut done = pod_with("done", "node-0", Some("current"), None);
-        done.status = Some(PodStatus {
+        done.status = Some(CachedPodStatus {
             phase: Some("Succeeded".into()),
             ..Default::default()
         });
@@ -636,9 +638,9 @@ mod tests {
     fn unscheduled_pods_of_missing_nodes_are_deleted() {
         let ds = new_ds("foo");
         let mut pinned = pod_with("pinned-to-gone", "", Some("current"), None);
-        pinned.spec.as_mut().unwrap().affinity = Some(
+        pinned.spec.as_mut().unwrap().affinity = Some(CachedAffinity::from(
             replace_daemon_set_pod_node_name_node_affinity(None, "node-gone"),
-        );
+        ));
         let scheduled_gone = pod_with("scheduled-on-gone", "node-gone-2", Some("current"), None);
         let pods = [
             pod_with("ok", "node-0", Some("current"), None),
@@ -684,8 +686,8 @@ mod tests {
         );
     }
 
-    fn ready_since(mut pod: Pod, ready: bool, since: Option<i64>) -> Pod {
-        pod.status = Some(PodStatus {
+    fn ready_since(mut pod: CachedPod, ready: bool, since: Option<i64>) -> CachedPod {
+        pod.status = Some(CachedPodStatus {
             conditions: Some(vec![PodCondition {
                 type_: "Ready".into(),
                 status: if ready { "True" } else { "False" }.into(),
@@ -733,7 +735,7 @@ mod tests {
 
     /// The node-1 pods shared by the `TestSurge*` cases: a current pod created at 100 and two old Ready pods
     /// created at 50 and 60.
-    fn node1_pods(new_ready_since: Option<i64>, oldest_ready: bool) -> Vec<Pod> {
+    fn node1_pods(new_ready_since: Option<i64>, oldest_ready: bool) -> Vec<CachedPod> {
         let new_pod = created(pod_with("node-1-new", "node-1", Some("current"), None), 100);
         let new_pod = match new_ready_since {
             Some(since) => ready_since(new_pod, true, Some(since)),

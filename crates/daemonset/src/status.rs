@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSetStatus;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready, next_availability_check};
 
 use crate::DaemonSetObject;
@@ -55,14 +56,14 @@ pub fn calculate_status<N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
     nodes: &[N],
-    node_to_pods: &BTreeMap<String, Vec<&Pod>>,
+    node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,
     hash: &str,
     now: Timestamp,
 ) -> StatusReport {
     let min_ready_seconds = ds.spec.min_ready_seconds.unwrap_or(0);
     let generation = template_generation_or_none(ds);
     let mut counts = StatusCounts::default();
-    let mut awaited: Vec<&Pod> = Vec::new();
+    let mut awaited: Vec<&CachedPod> = Vec::new();
     for node in nodes {
         let node: &Node = node.borrow();
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -154,7 +155,7 @@ mod tests {
     use k8s_openapi::api::apps::v1::DaemonSetCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn created(mut pod: Pod, secs: i64) -> Pod {
+    fn created(mut pod: CachedPod, secs: i64) -> CachedPod {
         pod.metadata.creation_timestamp = Some(Time(ts(secs)));
         pod
     }
@@ -162,7 +163,7 @@ mod tests {
     fn report(
         ds: &DaemonSetObject,
         nodes: &[Node],
-        pods: &[Pod],
+        pods: &[CachedPod],
         hash: &str,
         now: i64,
     ) -> StatusReport {

@@ -19,10 +19,11 @@ use std::collections::BTreeMap;
 use std::num::ParseIntError;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::int_or_percent::{IntOrPercentError, Rounding, scaled_value};
 use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_available;
 
 use crate::placement::DaemonPlacement;
@@ -84,7 +85,7 @@ pub(crate) fn template_generation_or_none(ds: &DaemonSetObject) -> Option<i64> {
     template_generation(ds).ok().flatten()
 }
 
-fn pod_label<'p>(pod: &'p Pod, key: &str) -> &'p str {
+fn pod_label<'p>(pod: &'p CachedPod, key: &str) -> &'p str {
     pod.metadata
         .labels
         .as_ref()
@@ -94,7 +95,7 @@ fn pod_label<'p>(pod: &'p Pod, key: &str) -> &'p str {
 
 /// A pod is up to date if its `controller-revision-hash` label is the current (non-empty) hash, or — for
 /// pods made before revisions — its `pod-template-generation` label is the DaemonSet's template generation.
-pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+pub fn is_pod_updated(pod: &CachedPod, hash: &str, generation: Option<i64>) -> bool {
     let generation_matches =
         generation.is_some_and(|g| pod_label(pod, TEMPLATE_GENERATION_LABEL) == g.to_string());
     let hash_matches = !hash.is_empty() && pod_label(pod, REVISION_HASH_LABEL) == hash;
@@ -190,7 +191,7 @@ impl<'a> UpdateContext<'a> {
         }
     }
 
-    fn available(&self, pod: &Pod) -> bool {
+    fn available(&self, pod: &CachedPod) -> bool {
         is_pod_available(pod, self.min_ready_seconds, self.now)
     }
 }
@@ -199,7 +200,7 @@ impl<'a> UpdateContext<'a> {
 #[derive(Debug, Clone)]
 pub struct NodePods<'a> {
     pub node_name: &'a str,
-    pub pods: Vec<&'a Pod>,
+    pub pods: Vec<&'a CachedPod>,
     /// Whether the node should run the pod; `None` if the node is not in the node list (its pods are
     /// leftovers of a deleted node).
     pub should_run: Option<bool>,
@@ -208,9 +209,9 @@ pub struct NodePods<'a> {
 /// The non-deleted new and old pod on a node, or `None` if there are several of either (then `manage`
 /// must prune the node first).
 fn find_updated_pods_on_node<'p>(
-    pods: &[&'p Pod],
+    pods: &[&'p CachedPod],
     ctx: &UpdateContext<'_>,
-) -> Option<(Option<&'p Pod>, Option<&'p Pod>)> {
+) -> Option<(Option<&'p CachedPod>, Option<&'p CachedPod>)> {
     let mut new_pod = None;
     let mut old_pod = None;
     for &pod in pods
@@ -229,7 +230,7 @@ fn find_updated_pods_on_node<'p>(
     Some((new_pod, old_pod))
 }
 
-fn pod_name(pod: &Pod) -> String {
+fn pod_name(pod: &CachedPod) -> String {
     pod.metadata.name.clone().unwrap_or_default()
 }
 
@@ -385,7 +386,7 @@ pub fn plan_rolling_update<'a, N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
     nodes: &'a [N],
-    node_to_pods: &BTreeMap<String, Vec<&'a Pod>>,
+    node_to_pods: &BTreeMap<String, Vec<&'a CachedPod>>,
     hash: &'a str,
     now: Timestamp,
 ) -> Result<RollingUpdatePlan, UpdateError> {
@@ -436,10 +437,11 @@ pub(crate) mod tests {
     use super::*;
     use crate::placement::tests::{new_ds, new_node, simple_ds_labels, taint, tainted};
     use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kube::api::ObjectMeta;
+    use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
 
     pub(crate) fn ts(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()
@@ -450,23 +452,23 @@ pub(crate) mod tests {
         node: &str,
         hash: Option<&str>,
         ready: Option<(bool, i64)>,
-    ) -> Pod {
+    ) -> CachedPod {
         let mut labels = simple_ds_labels();
         if let Some(hash) = hash {
             labels.insert(REVISION_HASH_LABEL.into(), hash.into());
         }
-        Pod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
                 labels: Some(labels),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: (!node.is_empty()).then(|| node.into()),
                 ..Default::default()
             }),
-            status: ready.map(|(ready, since)| PodStatus {
+            status: ready.map(|(ready, since)| CachedPodStatus {
                 conditions: Some(vec![PodCondition {
                     type_: "Ready".into(),
                     status: if ready { "True" } else { "False" }.into(),
@@ -498,8 +500,8 @@ pub(crate) mod tests {
         })
     }
 
-    fn pod_labels(pairs: &[(&str, &str)]) -> Pod {
-        Pod {
+    fn pod_labels(pairs: &[(&str, &str)]) -> CachedPod {
+        CachedPod {
             metadata: ObjectMeta {
                 labels: Some(
                     pairs
@@ -525,8 +527,8 @@ pub(crate) mod tests {
         ]);
         let no_hash = pod_labels(&[(TEMPLATE_GENERATION_LABEL, "12345")]);
         let empty = pod_labels(&[]);
-        let none = Pod::default();
-        let cases: Vec<(&str, Option<i64>, &Pod, String, bool)> = vec![
+        let none = CachedPod::default();
+        let cases: Vec<(&str, Option<i64>, &CachedPod, String, bool)> = vec![
             (
                 "templateGeneration and hash both match",
                 generation,
@@ -745,7 +747,11 @@ pub(crate) mod tests {
         ))));
     }
 
-    fn entry<'a>(node: &'a str, pods: Vec<&'a Pod>, should_run: Option<bool>) -> NodePods<'a> {
+    fn entry<'a>(
+        node: &'a str,
+        pods: Vec<&'a CachedPod>,
+        should_run: Option<bool>,
+    ) -> NodePods<'a> {
         NodePods {
             node_name: node,
             pods,
@@ -767,11 +773,11 @@ pub(crate) mod tests {
     #[test]
     fn max_unavailable_plans() {
         let ready = Some((true, 0));
-        let old: Vec<Pod> = (0..5)
+        let old: Vec<CachedPod> = (0..5)
             .map(|i| pod_with(&format!("old-{i}"), &format!("node-{i}"), Some("v1"), ready))
             .collect();
         let names = |plan: &RollingUpdatePlan| plan.pods_to_delete.clone();
-        fn nodes_of<'a>(pods: Vec<Option<&'a Pod>>) -> Vec<NodePods<'a>> {
+        fn nodes_of<'a>(pods: Vec<Option<&'a CachedPod>>) -> Vec<NodePods<'a>> {
             const NAMES: [&str; 5] = ["node-0", "node-1", "node-2", "node-3", "node-4"];
             pods.into_iter()
                 .zip(NAMES)
@@ -796,7 +802,7 @@ pub(crate) mod tests {
         assert!(names(&plan_max_unavailable(&emptied, &ctx("v2", 0, 100), 2)).is_empty());
 
         // New pods not ready count against the budget.
-        let new_unready: Vec<Pod> = (0..2)
+        let new_unready: Vec<CachedPod> = (0..2)
             .map(|i| {
                 pod_with(
                     &format!("new-{i}"),
@@ -820,7 +826,7 @@ pub(crate) mod tests {
         assert!(names(&plan_max_unavailable(&waiting, &ctx("v2", 0, 100), 2)).is_empty());
 
         // Old pods that are not available are always replaced, beyond the budget.
-        let unready_old: Vec<Pod> = (0..5)
+        let unready_old: Vec<CachedPod> = (0..5)
             .map(|i| pod_with(&format!("sick-{i}"), &format!("node-{i}"), Some("v1"), None))
             .collect();
         let sick = nodes_of(unready_old.iter().map(Some).collect());
@@ -862,7 +868,7 @@ pub(crate) mod tests {
     /// `TestDaemonSetUpdatesAllOldPodsNotReadyMaxSurge`, as plans.
     #[test]
     fn surge_plans() {
-        let old: Vec<Pod> = (0..5)
+        let old: Vec<CachedPod> = (0..5)
             .map(|i| {
                 pod_with(
                     &format!("old-{i}"),
@@ -885,7 +891,7 @@ pub(crate) mod tests {
         assert!(plan.pods_to_delete.is_empty());
 
         // Step 2: the surged pods are not ready yet: they hold the budget.
-        let new_unready: Vec<Pod> = (0..2)
+        let new_unready: Vec<CachedPod> = (0..2)
             .map(|i| {
                 pod_with(
                     &format!("new-{i}"),
@@ -910,7 +916,7 @@ pub(crate) mod tests {
         );
 
         // Step 3: they became available: delete their old pods and surge onto the next nodes.
-        let new_ready: Vec<Pod> = (0..2)
+        let new_ready: Vec<CachedPod> = (0..2)
             .map(|i| {
                 pod_with(
                     &format!("new-{i}"),
@@ -934,7 +940,7 @@ pub(crate) mod tests {
         assert_eq!(plan.nodes_needing_pods, ["node-2", "node-3"]);
 
         // All old pods unavailable: surge everywhere at once.
-        let sick: Vec<Pod> = (0..5)
+        let sick: Vec<CachedPod> = (0..5)
             .map(|i| pod_with(&format!("sick-{i}"), node_names[i], Some("v1"), None))
             .collect();
         let all_sick: Vec<NodePods<'_>> = sick
@@ -967,7 +973,7 @@ pub(crate) mod tests {
     #[test]
     fn surge_keeps_leaving_pods_until_replacements_are_available() {
         let names = ["node-0", "node-1", "node-2"];
-        let old: Vec<Pod> = (0..3)
+        let old: Vec<CachedPod> = (0..3)
             .map(|i| pod_with(&format!("old-{i}"), names[i], Some("v1"), Some((true, 0))))
             .collect();
         // node-0 became intolerable; desired is 2 and 3 pods are available: one may go.
@@ -1001,7 +1007,7 @@ pub(crate) mod tests {
         let mut p1 = pod_with("p1", "node-1", Some("v1"), Some((true, 0)));
         p1.metadata.deletion_timestamp = Some(Time(ts(1)));
         let p9 = pod_with("p9", "node-9", Some("v1"), Some((true, 0)));
-        let node_to_pods: BTreeMap<String, Vec<&Pod>> = [
+        let node_to_pods: BTreeMap<String, Vec<&CachedPod>> = [
             ("node-0".to_string(), vec![&p0]),
             ("node-1".to_string(), vec![&p1]),
             ("node-9".to_string(), vec![&p9]),

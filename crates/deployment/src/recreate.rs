@@ -5,7 +5,7 @@
 //! decision worth a function is whether old pods are still around, since "scaled to 0" does not mean
 //! "pods gone": terminating pods still run until their grace period ends.
 
-use k8s_openapi::api::core::v1::Pod;
+use mini_kcm_runtime::pods::cached::CachedPod;
 
 use crate::ReplicaSetObject;
 use crate::replica_sets::filter_active;
@@ -29,7 +29,7 @@ pub fn scale_down_old_replica_sets_for_recreate(old_rss: &[&ReplicaSetObject]) -
 pub fn old_pods_running<'a>(
     new_rs: Option<&ReplicaSetObject>,
     old_rss: &[&ReplicaSetObject],
-    pods: impl IntoIterator<Item = (&'a str, &'a Pod)>,
+    pods: impl IntoIterator<Item = (&'a str, &'a CachedPod)>,
 ) -> bool {
     if get_actual_replica_count_for_replica_sets(old_rss) > 0 {
         return true;
@@ -45,14 +45,14 @@ pub fn old_pods_running<'a>(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::PodStatus;
+    use mini_kcm_runtime::pods::cached::CachedPodStatus;
 
     use super::*;
     use crate::testutil::{rs, with_status, with_uid};
 
-    fn pod(phase: &str) -> Pod {
-        Pod {
-            status: Some(PodStatus {
+    fn pod(phase: &str) -> CachedPod {
+        CachedPod {
+            status: Some(CachedPodStatus {
                 phase: (!phase.is_empty()).then(|| phase.to_string()),
                 ..Default::default()
             }),
@@ -79,7 +79,7 @@ mod tests {
         type Row<'a> = (
             &'a str,
             Vec<&'a ReplicaSetObject>,
-            Vec<(&'a str, &'a Pod)>,
+            Vec<(&'a str, &'a CachedPod)>,
             bool,
         );
         let cases: Vec<Row> = vec![

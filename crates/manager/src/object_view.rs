@@ -13,11 +13,11 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::decisions::{Decision, NodeMap};
 use mini_kcm_runtime::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
 use mini_kcm_runtime::kinds::{ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 use serde::{Deserialize, Serialize};
 
@@ -225,7 +225,7 @@ fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
 }
 
 impl PodEntry {
-    pub fn of(pod: &Pod) -> Self {
+    pub fn of(pod: &CachedPod) -> Self {
         PodEntry {
             name: pod.metadata.name.clone().unwrap_or_default(),
             owner: owner_of(&pod.metadata),
@@ -239,7 +239,7 @@ impl PodEntry {
     }
 
     /// The first [`LIST_LIMIT`] of `pods` by name, and how many were left out.
-    pub fn list(pods: &[Arc<Pod>]) -> (Vec<PodEntry>, usize) {
+    pub fn list(pods: &[Arc<CachedPod>]) -> (Vec<PodEntry>, usize) {
         let mut entries: Vec<PodEntry> = pods.iter().map(|p| PodEntry::of(p)).collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let omitted = entries.len().saturating_sub(LIST_LIMIT);
@@ -250,7 +250,7 @@ impl PodEntry {
 
 impl ReplicaSetEntry {
     /// The entry of `rs` with its pods.
-    pub fn of(rs: &ReplicaSetObject, pods: &[Arc<Pod>]) -> Self {
+    pub fn of(rs: &ReplicaSetObject, pods: &[Arc<CachedPod>]) -> Self {
         let status = rs.status.as_ref();
         let (pods, pods_omitted) = PodEntry::list(pods);
         ReplicaSetEntry {
@@ -294,7 +294,7 @@ mod tests {
     use mini_kcm_runtime::inspect::{QueueView, SyncView, WaitingView};
     use serde_json::json;
 
-    fn pod(name: &str, hash: &str, ready: bool) -> Arc<Pod> {
+    fn pod(name: &str, hash: &str, ready: bool) -> Arc<CachedPod> {
         Arc::new(
             serde_json::from_value(json!({
                 "metadata": {

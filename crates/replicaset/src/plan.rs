@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{
     RankedPod, deletion_reason, is_pod_active, sort_for_deletion,
 };
@@ -25,7 +25,7 @@ pub enum ReplicaPlan {
     },
     /// Delete these pods, each with why it was chosen before the pods that stay.
     Delete {
-        pods: Vec<(Arc<Pod>, String)>,
+        pods: Vec<(Arc<CachedPod>, String)>,
         active: usize,
         desired: usize,
     },
@@ -38,8 +38,8 @@ pub enum ReplicaPlan {
 /// scaling down). At most `burst` pods per sync.
 pub fn plan_replicas(
     desired: usize,
-    active: &[Arc<Pod>],
-    related: impl FnOnce() -> Vec<Arc<Pod>>,
+    active: &[Arc<CachedPod>],
+    related: impl FnOnce() -> Vec<Arc<CachedPod>>,
     burst: usize,
     now: Timestamp,
 ) -> ReplicaPlan {
@@ -66,11 +66,11 @@ pub fn plan_replicas(
 /// pods on the same node) unless every pod goes anyway. Each comes with the rule that put it ahead of the
 /// first pod that stays.
 fn pods_to_delete(
-    active: &[Arc<Pod>],
-    related: impl FnOnce() -> Vec<Arc<Pod>>,
+    active: &[Arc<CachedPod>],
+    related: impl FnOnce() -> Vec<Arc<CachedPod>>,
     diff: usize,
     now: Timestamp,
-) -> Vec<(Arc<Pod>, String)> {
+) -> Vec<(Arc<CachedPod>, String)> {
     if diff >= active.len() {
         return active
             .iter()
@@ -108,7 +108,7 @@ fn pods_to_delete(
         .collect()
 }
 
-fn node_of(pod: &Pod) -> &str {
+fn node_of(pod: &CachedPod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
@@ -118,9 +118,10 @@ fn node_of(pod: &Pod) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kube::api::ObjectMeta;
+    use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
     use std::collections::BTreeMap;
 
     fn pod(
@@ -129,8 +130,8 @@ mod tests {
         phase: &str,
         ready: bool,
         cost: Option<&str>,
-    ) -> Arc<Pod> {
-        Arc::new(Pod {
+    ) -> Arc<CachedPod> {
+        Arc::new(CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("ns".into()),
@@ -144,11 +145,11 @@ mod tests {
                 }),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: node.map(str::to_string),
                 ..Default::default()
             }),
-            status: Some(PodStatus {
+            status: Some(CachedPodStatus {
                 phase: Some(phase.into()),
                 conditions: Some(vec![PodCondition {
                     type_: "Ready".into(),
@@ -190,7 +191,8 @@ mod tests {
             ReplicaPlan::Steady
         );
         // Related pods are collected only to rank deletions.
-        let not_needed = || -> Vec<Arc<Pod>> { panic!("related pods read without deletions") };
+        let not_needed =
+            || -> Vec<Arc<CachedPod>> { panic!("related pods read without deletions") };
         plan_replicas(3, &pods, not_needed, 500, now());
         plan_replicas(1, &pods, not_needed, 500, now());
         plan_replicas(0, &pods, not_needed, 500, now());

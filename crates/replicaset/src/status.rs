@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use mini_kcm_runtime::selector::Selector;
 
@@ -32,7 +32,7 @@ pub struct ManageFailure {
 pub fn calculate_status(
     rs: &ReplicaSetObject,
     family: ApiFamily,
-    active: &[Arc<Pod>],
+    active: &[Arc<CachedPod>],
     terminating: usize,
     failure: Option<&ManageFailure>,
     now: Timestamp,
@@ -124,9 +124,10 @@ pub fn status_changed(rs: &ReplicaSetObject, new: &StatusWithSelector<ReplicaSet
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::ReplicaSetSpec;
-    use k8s_openapi::api::core::v1::{PodCondition, PodStatus, PodTemplateSpec};
+    use k8s_openapi::api::core::v1::{PodCondition, PodTemplateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::api::ObjectMeta;
+    use mini_kcm_runtime::pods::cached::CachedPodStatus;
     use std::collections::BTreeMap;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -158,13 +159,13 @@ mod tests {
         rs
     }
 
-    fn pod(pod_labels: &[(&str, &str)], ready_since: Option<i64>) -> Arc<Pod> {
-        Arc::new(Pod {
+    fn pod(pod_labels: &[(&str, &str)], ready_since: Option<i64>) -> Arc<CachedPod> {
+        Arc::new(CachedPod {
             metadata: ObjectMeta {
                 labels: Some(labels(pod_labels)),
                 ..Default::default()
             },
-            status: Some(PodStatus {
+            status: Some(CachedPodStatus {
                 phase: Some("Running".into()),
                 conditions: ready_since.map(|s| {
                     vec![PodCondition {

@@ -135,8 +135,8 @@ impl ConsistencyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pods::cached::CachedPod;
     use k8s_openapi::api::apps::v1::ReplicaSet;
-    use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectMeta;
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -155,14 +155,14 @@ mod tests {
         let owners_seen = Arc::new(AtomicU64::new(10));
         let store = ConsistencyStore::default();
         let p = pods_seen.clone();
-        store.track_with::<Pod>(Arc::new(move || p.load(Ordering::SeqCst)));
+        store.track_with::<CachedPod>(Arc::new(move || p.load(Ordering::SeqCst)));
         let o = owners_seen.clone();
         store.track_with::<ReplicaSet>(Arc::new(move || o.load(Ordering::SeqCst)));
         let rs = ObjectKey::new("ns", "rs");
 
         assert!(store.is_ready(&rs), "nothing written yet");
-        store.record_write(&rs, &at::<Pod>("15"));
-        store.record_write(&rs, &at::<Pod>("12"));
+        store.record_write(&rs, &at::<CachedPod>("15"));
+        store.record_write(&rs, &at::<CachedPod>("12"));
         store.record_write(&rs, &at::<ReplicaSet>("16"));
         assert!(!store.is_ready(&rs));
         pods_seen.store(15, Ordering::SeqCst);
@@ -170,7 +170,7 @@ mod tests {
         owners_seen.store(20, Ordering::SeqCst);
         assert!(store.is_ready(&rs));
         assert!(store.is_ready(&ObjectKey::new("other", "rs")));
-        store.record_write(&rs, &at::<Pod>("99"));
+        store.record_write(&rs, &at::<CachedPod>("99"));
         store.clear(&rs);
         assert!(store.is_ready(&rs));
     }

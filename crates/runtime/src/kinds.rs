@@ -10,13 +10,14 @@ use k8s_openapi::api::apps::v1::{
     DaemonSetSpec, DaemonSetStatus, DeploymentSpec, DeploymentStatus, ReplicaSetSpec,
     ReplicaSetStatus,
 };
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::Object;
 use kube::discovery::ApiResource;
 use serde::{Deserialize, Serialize};
 
 use crate::informers::{Indexer, Informer, SharedInformers};
+use crate::pods::cached::CachedPod;
 use crate::selector::label_selector_string;
 
 /// A ReplicaSet of either family.
@@ -172,7 +173,7 @@ pub const POD_NODE_INDEX: &str = "pod-node";
 pub const CONTROLLER_UID_INDEX: &str = "controller-uid";
 
 /// The index value under which a pod's controller files it.
-pub fn pod_controller_index_value(pod: &Pod) -> String {
+pub fn pod_controller_index_value(pod: &CachedPod) -> String {
     match controller_uid(&pod.metadata) {
         Some(uid) => uid.to_string(),
         None => orphan_index_value(pod.metadata.namespace.as_deref().unwrap_or_default()),
@@ -199,13 +200,13 @@ pub fn controller_ref(
 }
 
 /// The one shared pod informer, with the indexes every controller uses.
-pub fn pod_informer(informers: &SharedInformers) -> Informer<Pod> {
-    informers.informer::<Pod>(&(), || {
+pub fn pod_informer(informers: &SharedInformers) -> Informer<CachedPod> {
+    informers.informer::<CachedPod>(&(), || {
         vec![
-            Indexer::new(POD_CONTROLLER_INDEX, |p: &Pod| {
+            Indexer::new(POD_CONTROLLER_INDEX, |p: &CachedPod| {
                 vec![pod_controller_index_value(p)]
             }),
-            Indexer::new(POD_NODE_INDEX, |p: &Pod| {
+            Indexer::new(POD_NODE_INDEX, |p: &CachedPod| {
                 p.spec
                     .as_ref()
                     .and_then(|s| s.node_name.clone())
@@ -259,10 +260,10 @@ pub fn node_informer(informers: &SharedInformers) -> Informer<Node> {
 
 /// Owned pods of `owner_uid` plus the orphans of `namespace`: the candidates a controller claims from.
 pub fn pods_for_owner(
-    pods: &Informer<Pod>,
+    pods: &Informer<CachedPod>,
     namespace: &str,
     owner_uid: &str,
-) -> Vec<std::sync::Arc<Pod>> {
+) -> Vec<std::sync::Arc<CachedPod>> {
     let mut candidates = pods.by_index(POD_CONTROLLER_INDEX, owner_uid);
     candidates.extend(pods.by_index(POD_CONTROLLER_INDEX, &orphan_index_value(namespace)));
     candidates

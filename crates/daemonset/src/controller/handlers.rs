@@ -16,10 +16,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 
 use super::DaemonSetController;
@@ -34,7 +35,7 @@ impl DaemonSetController {
         let c = self.clone();
         self.inner
             .pods
-            .add_handler(move |change: &Change<Pod>| c.on_pod(change));
+            .add_handler(move |change: &Change<CachedPod>| c.on_pod(change));
         let c = self.clone();
         self.inner
             .nodes
@@ -77,7 +78,7 @@ impl DaemonSetController {
 
     // ---- pods ----
 
-    pub(crate) fn on_pod(&self, change: &Change<Pod>) {
+    pub(crate) fn on_pod(&self, change: &Change<CachedPod>) {
         match change {
             Change::Added(pod) => self.pod_added(pod),
             Change::Updated { old, new } => self.pod_updated(old, new),
@@ -85,7 +86,7 @@ impl DaemonSetController {
         }
     }
 
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             // Seen for the first time already terminating (e.g. after a restart): a deletion, never a
             // creation.
@@ -107,7 +108,7 @@ impl DaemonSetController {
         }
     }
 
-    fn pod_updated(&self, old: &Pod, new: &Pod) {
+    fn pod_updated(&self, old: &CachedPod, new: &CachedPod) {
         if old.metadata.resource_version == new.metadata.resource_version {
             return;
         }
@@ -143,7 +144,7 @@ impl DaemonSetController {
         }
     }
 
-    fn pod_deleted(&self, pod: &Pod) {
+    fn pod_deleted(&self, pod: &CachedPod) {
         // Nobody cares about an orphan going away.
         let Some(ds) = self.inner.daemon_sets.controller_of(&pod.metadata) else {
             return;

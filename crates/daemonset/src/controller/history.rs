@@ -13,13 +13,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use mini_kcm_runtime::api_errors::is_not_found;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::kinds::{CONTROLLER_UID_INDEX, orphan_index_value};
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
 use serde_json::json;
 
@@ -56,7 +56,7 @@ impl DaemonSetController {
         owner: &OwnerInfo,
         selector: &Selector,
         ds_api: &Api<DaemonSetObject>,
-        pods: &mut [Arc<Pod>],
+        pods: &mut [Arc<CachedPod>],
     ) -> Result<History, SyncError> {
         let s = &self.inner;
         let api: Api<ControllerRevision> = Api::namespaced(s.client.clone(), &owner.namespace);
@@ -253,7 +253,7 @@ impl DaemonSetController {
         key: &ObjectKey,
         api: &Api<ControllerRevision>,
         current: &[Arc<ControllerRevision>],
-        pods: &mut [Arc<Pod>],
+        pods: &mut [Arc<CachedPod>],
     ) -> Result<Arc<ControllerRevision>, SyncError> {
         let s = &self.inner;
         let refs: Vec<&ControllerRevision> = current.iter().map(AsRef::as_ref).collect();
@@ -262,7 +262,7 @@ impl DaemonSetController {
         };
         let keep_hash = plan.keep_hash().to_string();
         let namespace = plan.keep.metadata.namespace.clone().unwrap_or_default();
-        let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), &namespace);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), &namespace);
         let to_relabel: HashSet<String> = plan
             .pods_to_relabel(pods.iter().map(AsRef::as_ref))
             .into_iter()
@@ -316,7 +316,7 @@ impl DaemonSetController {
         &self,
         snapshot: &Snapshot<'_>,
         old: &[Arc<ControllerRevision>],
-        pods: &[Arc<Pod>],
+        pods: &[Arc<CachedPod>],
     ) -> Result<(), SyncError> {
         let s = &self.inner;
         let limit = revision_history_limit(snapshot.ds);

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
@@ -44,6 +44,7 @@ use mini_kcm_runtime::kinds::{
     workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
@@ -91,7 +92,7 @@ pub(crate) struct Shared {
     pub(crate) resource: ApiResource,
     pub(crate) client: Client,
     pub(crate) daemon_sets: Owners<DaemonSetObject>,
-    pub(crate) pods: Informer<Pod>,
+    pub(crate) pods: Informer<CachedPod>,
     pub(crate) nodes: Informer<Node>,
     pub(crate) revisions: Informer<ControllerRevision>,
     pub(crate) queue: WorkQueue<ObjectKey>,

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::ownership::OwnerInfo;
+use mini_kcm_runtime::pods::cached::CachedPod;
 
 use crate::DaemonSetObject;
 use crate::placement::DaemonPlacement;
@@ -19,7 +20,7 @@ pub(crate) struct Snapshot<'a> {
     pub(crate) placement: &'a DaemonPlacement,
     pub(crate) nodes: &'a [Arc<Node>],
     /// Claimed pods by target node, without terminal pods that are being deleted.
-    pub(crate) node_to_pods: BTreeMap<String, Vec<&'a Pod>>,
+    pub(crate) node_to_pods: BTreeMap<String, Vec<&'a CachedPod>>,
     /// The current revision's hash: the label of new pods.
     pub(crate) hash: &'a str,
 }

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
@@ -27,6 +27,7 @@ use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::expectations::waiting_reason;
 use mini_kcm_runtime::kinds::pods_for_owner;
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
 
 use super::DaemonSetController;
@@ -130,7 +131,7 @@ impl DaemonSetController {
         &self,
         snapshot: &Snapshot<'_>,
         old_revisions: &[Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
-        pods: &[Arc<Pod>],
+        pods: &[Arc<CachedPod>],
     ) -> Result<(), SyncError> {
         let s = &self.inner;
         let manage_acted = self.manage(snapshot).await?;
@@ -230,11 +231,11 @@ impl DaemonSetController {
         owner: &OwnerInfo,
         selector: &Selector,
         ds_api: &Api<DaemonSetObject>,
-    ) -> Result<Vec<Arc<Pod>>, SyncError> {
+    ) -> Result<Vec<Arc<CachedPod>>, SyncError> {
         let s = &self.inner;
         let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
-        let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), &owner.namespace);
-        let matches = |pod: &Pod| selector.matches_meta(&pod.metadata);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), &owner.namespace);
+        let matches = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         let claimed = claim(&pods_api, owner, candidates, matches, || {
             s.daemon_sets.recheck(ds_api, ds)
         })

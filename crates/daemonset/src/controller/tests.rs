@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 
 use super::{DaemonSetController, DaemonSetOptions};
 use crate::DaemonSetObject;
@@ -82,7 +82,7 @@ fn insert_current_revision(c: &DaemonSetController, ds: &DaemonSetObject) -> Str
 }
 
 /// A Ready, Running daemon pod of `ds` on `node`, carrying `hash`.
-fn daemon_pod(ds: &DaemonSetObject, name: &str, node: &str, hash: &str) -> Pod {
+fn daemon_pod(ds: &DaemonSetObject, name: &str, node: &str, hash: &str) -> CachedPod {
     let mut pod = pod_with(name, node, Some(hash), Some((true, 0)));
     pod.metadata.uid = Some(format!("uid-{name}"));
     pod.metadata.resource_version = Some("2".into());
@@ -167,7 +167,7 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
     c.inner.daemon_sets.cache_insert(ds.clone());
     c.inner.nodes.cache_insert(new_node("node-0", None));
     let mut failed = daemon_pod(&ds, "pod-0", "node-0", &hash);
-    failed.status = Some(PodStatus {
+    failed.status = Some(CachedPodStatus {
         phase: Some("Failed".into()),
         ..Default::default()
     });

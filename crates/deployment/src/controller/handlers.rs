@@ -1,10 +1,10 @@
 //! Informer events → Deployment keys (upstream's add/update/delete handlers of deployments, ReplicaSets
 //! and pods).
 
-use k8s_openapi::api::core::v1::Pod;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::DeploymentController;
 use crate::accessors::{RECREATE_STRATEGY, strategy_type};
@@ -27,11 +27,13 @@ impl DeploymentController {
             .replica_sets
             .add_handler(move |change: &Change<ReplicaSetObject>| c.on_replica_set(change));
         let c = self.clone();
-        self.inner.pods.add_handler(move |change: &Change<Pod>| {
-            if let Change::Deleted(pod) = change {
-                c.pod_deleted(pod);
-            }
-        });
+        self.inner
+            .pods
+            .add_handler(move |change: &Change<CachedPod>| {
+                if let Change::Deleted(pod) = change {
+                    c.pod_deleted(pod);
+                }
+            });
     }
 
     pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
@@ -78,7 +80,7 @@ impl DeploymentController {
     }
 
     /// A Recreate rollout waits until no old pod runs: each pod deletion may be the last one.
-    pub(crate) fn pod_deleted(&self, pod: &Pod) {
+    pub(crate) fn pod_deleted(&self, pod: &CachedPod) {
         let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
@@ -31,6 +30,7 @@ use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
@@ -83,7 +83,7 @@ pub(crate) struct Shared {
     pub(crate) deployments: Owners<DeploymentObject>,
     /// ReplicaSets, also as the owners of pods (a pod deletion may be the last one a Recreate waits for).
     pub(crate) replica_sets: Owners<ReplicaSetObject>,
-    pub(crate) pods: Informer<Pod>,
+    pub(crate) pods: Informer<CachedPod>,
     pub(crate) queue: WorkQueue<ObjectKey>,
     /// Read-your-own-writes of Deployments and ReplicaSets (not in upstream's Deployment controller,
     /// which tolerates a stale cache through conflicts; here all three controllers share the rule).

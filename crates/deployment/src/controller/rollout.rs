@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DeploymentStatus;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -16,6 +15,7 @@ use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use serde_json::json;
 
 use super::DeploymentController;
@@ -512,7 +512,7 @@ impl<'a> Rollout<'a> {
 
     pub(crate) async fn rollout_recreate(
         &mut self,
-        pods: &[(String, Arc<Pod>)],
+        pods: &[(String, Arc<CachedPod>)],
     ) -> Result<(), SyncError> {
         let (new, old) = self.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();

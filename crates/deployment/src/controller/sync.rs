@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::controller::ObjectKey;
@@ -22,6 +21,7 @@ use mini_kcm_runtime::kinds::{
     orphan_index_value,
 };
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
 
 use super::DeploymentController;
@@ -165,7 +165,7 @@ impl DeploymentController {
     }
 
     /// Pods of the Deployment's ReplicaSets, with their ReplicaSet's UID (for Recreate).
-    fn pods_by_replica_set(&self, rss: &[ReplicaSetObject]) -> Vec<(String, Arc<Pod>)> {
+    fn pods_by_replica_set(&self, rss: &[ReplicaSetObject]) -> Vec<(String, Arc<CachedPod>)> {
         rss.iter()
             .filter_map(|rs| rs.metadata.uid.clone())
             .flat_map(|uid| {

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::error::SyncError;
 use super::{DeploymentController, DeploymentOptions};
@@ -132,7 +132,7 @@ async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
         c.inner
             .replica_sets
             .cache_insert(replica_set(&d, "web-hash", Some(("apps/v1", "web"))));
-        let mut pod = Pod::default();
+        let mut pod = CachedPod::default();
         pod.metadata.name = Some("web-hash-x".into());
         pod.metadata.namespace = Some("default".into());
         controlled_by(

@@ -4,10 +4,10 @@
 //! our ReplicaSets, same UID); an orphan wakes every ReplicaSet whose selector matches it (one of them may
 //! adopt it); a pod creation or deletion we were waiting for is counted against the expectations first.
 
-use k8s_openapi::api::core::v1::Pod;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 
 use super::ReplicaSetController;
@@ -23,7 +23,7 @@ impl ReplicaSetController {
         let controller = self.clone();
         self.inner
             .pods
-            .add_handler(move |change: &Change<Pod>| controller.on_pod(change));
+            .add_handler(move |change: &Change<CachedPod>| controller.on_pod(change));
     }
 
     pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
@@ -49,7 +49,7 @@ impl ReplicaSetController {
         self.inner.queue.add(key);
     }
 
-    pub(crate) fn on_pod(&self, change: &Change<Pod>) {
+    pub(crate) fn on_pod(&self, change: &Change<CachedPod>) {
         match change {
             Change::Added(pod) => self.pod_added(pod),
             Change::Updated { old, new } => self.pod_updated(old, new),
@@ -57,7 +57,7 @@ impl ReplicaSetController {
         }
     }
 
-    fn pod_added(&self, pod: &Pod) {
+    fn pod_added(&self, pod: &CachedPod) {
         if pod.metadata.deletion_timestamp.is_some() {
             // Seen for the first time already terminating (e.g. after a restart): count as a deletion,
             // never as a creation.
@@ -79,7 +79,7 @@ impl ReplicaSetController {
         }
     }
 
-    fn pod_updated(&self, old: &Pod, new: &Pod) {
+    fn pod_updated(&self, old: &CachedPod, new: &CachedPod) {
         if old.metadata.resource_version == new.metadata.resource_version {
             return;
         }
@@ -118,7 +118,7 @@ impl ReplicaSetController {
         }
     }
 
-    fn pod_deleted(&self, pod: &Pod) {
+    fn pod_deleted(&self, pod: &CachedPod) {
         let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::consistency::ConsistencyStore;
@@ -30,6 +29,7 @@ use mini_kcm_runtime::kinds::{
     ApiFamily, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
@@ -70,7 +70,7 @@ pub(crate) struct Shared {
     pub(crate) resource: ApiResource,
     pub(crate) client: Client,
     pub(crate) replica_sets: Owners<ReplicaSetObject>,
-    pub(crate) pods: Informer<Pod>,
+    pub(crate) pods: Informer<CachedPod>,
     pub(crate) queue: WorkQueue<ObjectKey>,
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) consistency: ConsistencyStore,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::api_errors::{error_message, is_not_found};
@@ -23,6 +23,7 @@ use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
 use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
 };
@@ -85,16 +86,16 @@ impl ReplicaSetController {
         // Snapshot: this ReplicaSet's pods and the namespace's orphans.
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let candidates = pods_for_owner(&s.pods, namespace, &uid);
-        let active: Vec<Arc<Pod>> = candidates
+        let active: Vec<Arc<CachedPod>> = candidates
             .iter()
             .filter(|p| is_pod_active(p))
             .cloned()
             .collect();
         let owner = OwnerInfo::of(rs.as_ref(), &s.resource);
-        let pods_api: Api<Pod> = Api::namespaced(s.client.clone(), namespace);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), namespace);
         let sets_api: Api<ReplicaSetObject> =
             Api::namespaced_with(s.client.clone(), namespace, &s.resource);
-        let labels_match = |pod: &Pod| selector.matches_meta(&pod.metadata);
+        let labels_match = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         let recheck_owner = || s.replica_sets.recheck(&sets_api, &rs);
         let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
             .await?
@@ -166,7 +167,7 @@ impl ReplicaSetController {
 
     /// Active pods of every ReplicaSet sharing this one's controller (a Deployment's ReplicaSets), for
     /// ranking deletions by crowding on nodes. Empty when the ReplicaSet has no controller.
-    fn related_pods(&self, rs: &ReplicaSetObject) -> Vec<Arc<Pod>> {
+    fn related_pods(&self, rs: &ReplicaSetObject) -> Vec<Arc<CachedPod>> {
         let s = &self.inner;
         let Some(controller) = controller_uid(&rs.metadata) else {
             return Vec::new();
@@ -258,7 +259,7 @@ impl ReplicaSetController {
     async fn delete_one(
         &self,
         key: &ObjectKey,
-        pod: &Pod,
+        pod: &CachedPod,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
         let s = &self.inner;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -14,6 +14,8 @@ use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::pods::cached::CachedPod;
+use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
 
 use super::sync::SyncError;
 use crate::{ReplicaSetController, ReplicaSetOptions};
@@ -76,8 +78,8 @@ fn replica_set(name: &str, uid: &str, replicas: i32, app: &str) -> ReplicaSetObj
     rs
 }
 
-fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> Pod {
-    Pod {
+fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> CachedPod {
+    CachedPod {
         metadata: ObjectMeta {
             name: Some(name.into()),
             namespace: Some("ns".into()),
@@ -96,11 +98,11 @@ fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> Pod {
             }),
             ..Default::default()
         },
-        spec: Some(PodSpec {
+        spec: Some(CachedPodSpec {
             node_name: Some("node-1".into()),
             ..Default::default()
         }),
-        status: Some(PodStatus {
+        status: Some(CachedPodStatus {
             phase: Some("Running".into()),
             conditions: Some(vec![PodCondition {
                 type_: "Ready".into(),

@@ -11,7 +11,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
-use crate::pods::cached::PodProjection;
+use crate::pods::cached::CachedPod;
 
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
@@ -20,8 +20,8 @@ use crate::inspect::InformerView;
 /// cluster or one namespace (kube's constructors differ between static and dynamic kinds), and what the
 /// cache keeps of an object.
 pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
-    /// What the watch decodes: the kind itself, except for pods, whose watch decodes only the fields
-    /// the controllers read (`crate::pods::cached`).
+    /// What the watch decodes: the kind itself (pods are watched as `CachedPod`, which decodes only the
+    /// fields the controllers read: `crate::pods::cached`).
     type Wire: Resource<DynamicType = Self::DynamicType>
         + Clone
         + Debug
@@ -67,22 +67,22 @@ macro_rules! watched_namespaced {
 
 watched_namespaced!(k8s_openapi::api::apps::v1::ControllerRevision);
 
-impl Watched for k8s_openapi::api::core::v1::Pod {
-    type Wire = PodProjection;
+impl Watched for CachedPod {
+    type Wire = Self;
 
-    fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<PodProjection> {
+    fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
         match namespace {
             Some(ns) => Api::namespaced(client, ns),
             None => Api::all(client),
         }
     }
 
-    fn from_wire(wire: PodProjection) -> Self {
-        wire.into_pod()
+    fn from_wire(wire: Self) -> Self {
+        wire.trimmed()
     }
 
     fn cached(self) -> Self {
-        crate::pods::cached::keep_read_fields(self)
+        self.trimmed()
     }
 }
 

@@ -413,12 +413,12 @@ fn resource_version<K: Resource>(object: &K) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Pod;
+    use crate::pods::cached::CachedPod;
     use kube::api::ObjectMeta;
     use std::sync::Mutex;
 
-    fn pod(name: &str, rv: &str) -> Arc<Pod> {
-        Arc::new(Pod {
+    fn pod(name: &str, rv: &str) -> Arc<CachedPod> {
+        Arc::new(CachedPod {
             metadata: ObjectMeta {
                 namespace: Some("ns".into()),
                 name: Some(name.into()),
@@ -429,18 +429,18 @@ mod tests {
         })
     }
 
-    fn informer() -> Informer<Pod> {
+    fn informer() -> Informer<CachedPod> {
         // A watch that never delivers: `replace` and handlers are tested without one.
         Informer::new(
             futures::stream::empty().boxed(),
             "Pod".into(),
             Vec::new(),
             None,
-            crate::pods::cached::keep_read_fields,
+            CachedPod::trimmed,
         )
     }
 
-    fn describe(change: &Change<Pod>) -> String {
+    fn describe(change: &Change<CachedPod>) -> String {
         match change {
             Change::Added(p) => format!("added {}", p.metadata.name.clone().unwrap()),
             Change::Updated { old, new } => format!(
@@ -454,24 +454,24 @@ mod tests {
     }
 
     type EventSender =
-        futures::channel::mpsc::UnboundedSender<Result<watcher::Event<Pod>, watcher::Error>>;
+        futures::channel::mpsc::UnboundedSender<Result<watcher::Event<CachedPod>, watcher::Error>>;
 
     /// An informer with `resync`, driven by events sent into the returned channel (no API server),
     /// recording what its handler sees.
     fn fed_informer(
         resync: Option<Duration>,
-    ) -> (Informer<Pod>, EventSender, Arc<Mutex<Vec<String>>>) {
+    ) -> (Informer<CachedPod>, EventSender, Arc<Mutex<Vec<String>>>) {
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let informer = Informer::new(
             rx.boxed(),
             "Pod".into(),
             Vec::new(),
             resync,
-            crate::pods::cached::keep_read_fields,
+            CachedPod::trimmed,
         );
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
-        informer.add_handler(move |c: &Change<Pod>| sink.lock().unwrap().push(describe(c)));
+        informer.add_handler(move |c: &Change<CachedPod>| sink.lock().unwrap().push(describe(c)));
         let runner = informer.clone();
         tokio::spawn(runner.run());
         (informer, tx, log)
@@ -615,7 +615,7 @@ mod tests {
         let informer = informer();
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
-        informer.add_handler(move |c: &Change<Pod>| {
+        informer.add_handler(move |c: &Change<CachedPod>| {
             let tag = match c {
                 Change::Added(_) => "add",
                 Change::Updated { .. } => "update",

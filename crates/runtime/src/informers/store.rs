@@ -122,17 +122,17 @@ impl<K: Resource> Store<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::Pod;
+    use crate::pods::cached::{CachedPod, CachedPodSpec};
     use kube::api::ObjectMeta;
 
-    fn pod(ns: &str, name: &str, node: &str) -> Arc<Pod> {
-        Arc::new(Pod {
+    fn pod(ns: &str, name: &str, node: &str) -> Arc<CachedPod> {
+        Arc::new(CachedPod {
             metadata: ObjectMeta {
                 namespace: Some(ns.into()),
                 name: Some(name.into()),
                 ..Default::default()
             },
-            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: Some(node.into()),
                 ..Default::default()
             }),
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn indexes_follow_updates_and_removals() {
-        let by_node: IndexFn<Pod> = Arc::new(|p: &Pod| {
+        let by_node: IndexFn<CachedPod> = Arc::new(|p: &CachedPod| {
             p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.clone())

@@ -1,17 +1,21 @@
-//! What the pod cache keeps of a pod: only the fields the controllers read.
+//! What the pod cache keeps of a pod: [`CachedPod`], only the fields the controllers read.
 //!
 //! Why: pods are by far the most numerous objects a controller-manager caches, and most of a pod is what
 //! the kubelet needs (containers, volumes, probes, tolerations, IPs), not what a workload controller
 //! decides on. Decoded whole, a typical pod takes ≈ 22 KB of heap, two thirds of it volumes and
-//! containers; as kept here ≈ 3.4 KB (`tests/cached_pod_bytes.rs`). Upstream's kube-controller-manager
-//! keeps whole pods; dropping the rest changes no decision, because nothing reads it (every reader goes
-//! through the informer cache; pods are created from templates, never from cached pods).
+//! containers. Upstream's kube-controller-manager keeps whole pods; keeping less changes no decision,
+//! because nothing reads the rest (every reader goes through the informer cache; pods are created from
+//! templates, never from cached pods).
 //!
-//! The pod watch does not even decode the rest: it decodes [`PodProjection`], which has only these
-//! fields (serde skips the others), and turns it into the cached `Pod`. Decoding a whole pod and
-//! trimming it would cost the CPU of ≈ 22 KB of small allocations per watch event and leave the freed
-//! pieces as holes in the heap. [`keep_read_fields`] trims an already decoded pod the same way (for
-//! pods put in a cache by hand, and as the reference the projection is tested against).
+//! `CachedPod` is a type of its own, not a `k8s_openapi` `Pod` with fields left empty: `Pod`'s spec and
+//! status are wide structs (2.4 KB inline even when empty), while `CachedPod` has only the kept fields
+//! (`tests/cached_pod_bytes.rs` counts both). Its fields keep `Pod`'s names and paths
+//! (`pod.spec.node_name`, `pod.status.conditions`), so code reads a cached pod as it would read a pod.
+//!
+//! The pod watch decodes `CachedPod` directly (serde skips every other field of the JSON, so nothing
+//! else is even allocated) and then [`CachedPod::trimmed`] drops what the decoded fields hold beyond
+//! what is read. `CachedPod::from(pod)` makes the same of a pod decoded whole (pods put in a cache by
+//! hand, tests, and the reference the watch's decoding is tested against).
 //!
 //! Kept, field by field, and who reads it:
 //! - `metadata` whole except `managedFields`: names and namespaces (keys), uid, labels (selectors,
@@ -26,31 +30,92 @@
 //!   availability via `lastTransitionTime`); `status.containerStatuses` and the sidecars'
 //!   `status.initContainerStatuses`, only `name` and `restartCount`, only for containers that restarted
 //!   (ranking; a missing status counts as no restarts).
-//!
-//! Everything else becomes empty (`spec.containers` is an empty list, since the type requires one).
 
 use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerStatus, NodeAffinity, Pod, PodCondition, PodSpec, PodStatus,
-};
 use std::collections::BTreeMap;
 
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{Affinity, ContainerStatus, NodeAffinity, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use serde::Deserialize;
 
-/// A pod as the pod watch decodes it: only the fields listed in the module header (serde skips the
-/// others). [`PodProjection::into_pod`] makes the cached `Pod` of it.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct PodProjection {
+/// A pod as the pod cache keeps it (see the module header); decoded from a pod's JSON, it reads only
+/// these fields.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct CachedPod {
     #[serde(default, deserialize_with = "metadata_without_managed_fields")]
-    metadata: ObjectMeta,
+    pub metadata: ObjectMeta,
     #[serde(default)]
-    spec: Option<SpecProjection>,
+    pub spec: Option<CachedPodSpec>,
     #[serde(default)]
-    status: Option<StatusProjection>,
+    pub status: Option<CachedPodStatus>,
+}
+
+/// The kept part of a pod's spec.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedPodSpec {
+    #[serde(default)]
+    pub node_name: Option<String>,
+    #[serde(default)]
+    pub affinity: Option<CachedAffinity>,
+    /// Once trimmed, only the sidecars (`restartPolicy: Always`).
+    #[serde(default)]
+    pub init_containers: Option<Vec<CachedInitContainer>>,
+}
+
+/// The kept part of a pod's affinity: node affinity only.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedAffinity {
+    #[serde(default)]
+    pub node_affinity: Option<NodeAffinity>,
+}
+
+impl From<Affinity> for CachedAffinity {
+    fn from(affinity: Affinity) -> Self {
+        CachedAffinity {
+            node_affinity: affinity.node_affinity,
+        }
+    }
+}
+
+/// An init container's name and restart policy.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedInitContainer {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+}
+
+/// The kept part of a pod's status.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedPodStatus {
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Once trimmed, only the Ready condition.
+    #[serde(default)]
+    pub conditions: Option<Vec<PodCondition>>,
+    /// Once trimmed, only containers that restarted.
+    #[serde(default)]
+    pub container_statuses: Option<Vec<ContainerRestarts>>,
+    /// Once trimmed, only sidecars that restarted.
+    #[serde(default)]
+    pub init_container_statuses: Option<Vec<ContainerRestarts>>,
+}
+
+/// A container status's name and restart count.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRestarts {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub restart_count: i32,
 }
 
 /// `ObjectMeta` without `managedFields` (on a pod, often larger than everything kept here together),
@@ -114,109 +179,51 @@ fn metadata_without_managed_fields<'de, D: serde::Deserializer<'de>>(
     MetaProjection::deserialize(deserializer).map(ObjectMeta::from)
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SpecProjection {
-    #[serde(default)]
-    node_name: Option<String>,
-    #[serde(default)]
-    affinity: Option<AffinityProjection>,
-    #[serde(default)]
-    init_containers: Option<Vec<ContainerProjection>>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AffinityProjection {
-    #[serde(default)]
-    node_affinity: Option<NodeAffinity>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ContainerProjection {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    restart_policy: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusProjection {
-    #[serde(default)]
-    phase: Option<String>,
-    #[serde(default)]
-    conditions: Option<Vec<PodCondition>>,
-    #[serde(default)]
-    container_statuses: Option<Vec<RestartsProjection>>,
-    #[serde(default)]
-    init_container_statuses: Option<Vec<RestartsProjection>>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RestartsProjection {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    restart_count: i32,
-}
-
-impl PodProjection {
-    /// The cached pod: the projection's fields in a `Pod`, with what no controller needs dropped (other
-    /// conditions than Ready, init containers that are not sidecars, zero restart counts,
-    /// `managedFields`), and every list at its length (serde grows lists by doubling).
-    pub fn into_pod(self) -> Pod {
-        let PodProjection {
-            metadata,
+impl CachedPod {
+    /// The pod as the cache keeps it: what no controller reads dropped (other conditions than Ready,
+    /// init containers that are not sidecars, zero restart counts, `managedFields`), and every list at
+    /// its length (serde grows lists by doubling).
+    pub fn trimmed(self) -> Self {
+        let CachedPod {
+            mut metadata,
             spec,
             status,
         } = self;
-        let sidecars: Vec<Container> = spec
-            .as_ref()
-            .and_then(|s| s.init_containers.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|c| c.restart_policy.as_deref() == Some("Always"))
-            .map(|c| Container {
-                name: c.name.clone(),
-                restart_policy: c.restart_policy.clone(),
-                ..Container::default()
-            })
+        let spec = spec.map(|s| {
+            let sidecars: Vec<CachedInitContainer> = s
+                .init_containers
+                .into_iter()
+                .flatten()
+                .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+                .collect();
+            CachedPodSpec {
+                node_name: s.node_name,
+                affinity: s.affinity.filter(|a| a.node_affinity.is_some()),
+                init_containers: (!sidecars.is_empty()).then_some(sidecars),
+            }
+        });
+        let sidecars: Vec<&str> = spec
+            .iter()
+            .flat_map(|s| s.init_containers.iter().flatten())
+            .map(|c| c.name.as_str())
             .collect();
-        let is_sidecar = |name: &str| sidecars.iter().any(|c| c.name == name);
-        let status = status.map(|s| PodStatus {
+        let status = status.map(|s| CachedPodStatus {
             phase: s.phase,
             conditions: s.conditions.map(|cs| {
                 let mut ready: Vec<_> = cs.into_iter().filter(|c| c.type_ == "Ready").collect();
                 ready.shrink_to_fit();
                 ready
             }),
-            container_statuses: s.container_statuses.and_then(|cs| restarts(cs, |_| true)),
+            container_statuses: s.container_statuses.and_then(|cs| restarted(cs, |_| true)),
             init_container_statuses: s
                 .init_container_statuses
-                .and_then(|cs| restarts(cs, is_sidecar)),
-            ..PodStatus::default()
+                .and_then(|cs| restarted(cs, |name| sidecars.contains(&name))),
         });
-        let spec = spec.map(|s| PodSpec {
-            node_name: s.node_name,
-            affinity: s
-                .affinity
-                .and_then(|a| a.node_affinity)
-                .map(|node_affinity| Affinity {
-                    node_affinity: Some(node_affinity),
-                    ..Affinity::default()
-                }),
-            init_containers: (!sidecars.is_empty()).then_some(sidecars),
-            ..PodSpec::default()
-        });
-        let mut metadata = metadata;
         metadata.managed_fields = None;
         if let Some(owners) = metadata.owner_references.as_mut() {
             owners.shrink_to_fit();
         }
-        Pod {
+        CachedPod {
             metadata,
             spec,
             status,
@@ -224,68 +231,58 @@ impl PodProjection {
     }
 }
 
-/// A decoded pod's projection (moves the kept fields; for [`keep_read_fields`]).
-impl From<Pod> for PodProjection {
+/// The cached form of a pod decoded whole (moves the kept fields, then trims).
+impl From<Pod> for CachedPod {
     fn from(pod: Pod) -> Self {
-        let restarts = |cs: Vec<ContainerStatus>| -> Vec<RestartsProjection> {
+        let restarts = |cs: Vec<ContainerStatus>| -> Vec<ContainerRestarts> {
             cs.into_iter()
-                .map(|c| RestartsProjection {
+                .map(|c| ContainerRestarts {
                     name: c.name,
                     restart_count: c.restart_count,
                 })
                 .collect()
         };
-        PodProjection {
+        CachedPod {
             metadata: pod.metadata,
-            spec: pod.spec.map(|s| SpecProjection {
+            spec: pod.spec.map(|s| CachedPodSpec {
                 node_name: s.node_name,
-                affinity: s.affinity.map(|a| AffinityProjection {
-                    node_affinity: a.node_affinity,
-                }),
+                affinity: s.affinity.map(CachedAffinity::from),
                 init_containers: s.init_containers.map(|cs| {
                     cs.into_iter()
-                        .map(|c| ContainerProjection {
+                        .map(|c| CachedInitContainer {
                             name: c.name,
                             restart_policy: c.restart_policy,
                         })
                         .collect()
                 }),
             }),
-            status: pod.status.map(|s| StatusProjection {
+            status: pod.status.map(|s| CachedPodStatus {
                 phase: s.phase,
                 conditions: s.conditions,
                 container_statuses: s.container_statuses.map(restarts),
                 init_container_statuses: s.init_container_statuses.map(restarts),
             }),
         }
+        .trimmed()
     }
 }
 
-/// The pod as the cache keeps it, from a pod decoded whole (see the module header).
-pub fn keep_read_fields(pod: Pod) -> Pod {
-    PodProjection::from(pod).into_pod()
-}
-
-/// `name` and `restartCount` of the statuses whose container `keep` accepts and that restarted at
-/// least once (no status reads as no restarts), or `None` if there are none.
-fn restarts(
-    statuses: Vec<RestartsProjection>,
+/// The statuses whose container `keep` accepts and that restarted at least once (no status reads as
+/// no restarts), at their length, or `None` if there are none.
+fn restarted(
+    statuses: Vec<ContainerRestarts>,
     keep: impl Fn(&str) -> bool,
-) -> Option<Vec<ContainerStatus>> {
-    let kept: Vec<ContainerStatus> = statuses
+) -> Option<Vec<ContainerRestarts>> {
+    let mut kept: Vec<ContainerRestarts> = statuses
         .into_iter()
         .filter(|c| c.restart_count > 0 && keep(&c.name))
-        .map(|c| ContainerStatus {
-            name: c.name,
-            restart_count: c.restart_count,
-            ..ContainerStatus::default()
-        })
         .collect();
+    kept.shrink_to_fit();
     (!kept.is_empty()).then_some(kept)
 }
 
-/// The projection is watched at the pods' endpoint, as a pod.
-impl Resource for PodProjection {
+/// A cached pod is read and written at the pods' endpoint, as a pod.
+impl Resource for CachedPod {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
 
@@ -317,6 +314,7 @@ impl Resource for PodProjection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodStatus;
 
     /// A pod as the API server returns it for a Deployment's replica (taken from the local plane), with
     /// a restartable init container and managedFields added.
@@ -375,7 +373,7 @@ mod tests {
     #[test]
     fn keeps_what_controllers_read() {
         let full = full_pod();
-        let kept = keep_read_fields(full.clone());
+        let kept = CachedPod::from(full.clone());
         let mut metadata = full.metadata.clone();
         metadata.managed_fields = None;
         if let Some(owners) = metadata.owner_references.as_mut() {
@@ -395,7 +393,6 @@ mod tests {
                 .unwrap()
                 .node_affinity
         );
-        assert!(affinity.pod_anti_affinity.is_none());
         let sidecars = spec.init_containers.as_ref().unwrap();
         assert_eq!(sidecars.len(), 1);
         assert_eq!(sidecars[0].name, "proxy");
@@ -420,30 +417,38 @@ mod tests {
 
     #[test]
     fn drops_what_only_the_kubelet_needs() {
-        let kept = keep_read_fields(full_pod());
-        let spec = kept.spec.unwrap();
-        assert!(spec.containers.is_empty());
-        assert!(spec.volumes.is_none());
-        assert!(spec.tolerations.is_none());
+        let kept = CachedPod::from(full_pod());
         let status = kept.status.unwrap();
-        assert!(status.host_ip.is_none() && status.pod_ip.is_none() && status.start_time.is_none());
-        let app = &status.container_statuses.unwrap()[0];
-        assert!(app.image.is_empty() && app.state.is_none());
+        let conditions: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(conditions, ["Ready"], "only the Ready condition is kept");
+        let init: Vec<&str> = kept
+            .spec
+            .iter()
+            .flat_map(|s| s.init_containers.iter().flatten())
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(
+            init,
+            ["proxy"],
+            "only the sidecar is kept of the init containers"
+        );
     }
 
     #[test]
     fn the_watch_projection_keeps_the_same_as_trimming_a_whole_pod() {
-        let projected: PodProjection = serde_json::from_value(full_pod_json()).unwrap();
-        assert_eq!(projected.into_pod(), keep_read_fields(full_pod()));
-        let bare: PodProjection =
+        let decoded: CachedPod = serde_json::from_value(full_pod_json()).unwrap();
+        assert_eq!(decoded.trimmed(), CachedPod::from(full_pod()));
+        let bare: CachedPod =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}, "status": null}))
                 .unwrap();
-        assert_eq!(
-            bare.into_pod(),
-            keep_read_fields(
-                serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap()
-            )
-        );
+        let whole: Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        assert_eq!(bare.trimmed(), CachedPod::from(whole));
     }
 
     #[test]
@@ -460,7 +465,7 @@ mod tests {
             ..Pod::default()
         };
         assert!(
-            keep_read_fields(pod)
+            CachedPod::from(pod)
                 .status
                 .unwrap()
                 .container_statuses
@@ -470,7 +475,7 @@ mod tests {
 
     #[test]
     fn a_pod_without_spec_or_status_stays_so() {
-        let kept = keep_read_fields(Pod::default());
+        let kept = CachedPod::from(Pod::default());
         assert!(kept.spec.is_none() && kept.status.is_none());
     }
 }

@@ -12,7 +12,7 @@ use crate::controller::key::ObjectKey;
 use crate::decisions;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
-use crate::pods::cached::PodProjection;
+use crate::pods::cached::CachedPod;
 
 /// The longest name (and so `generateName` prefix) the API server accepts for a pod.
 const MAX_NAME_LENGTH: usize = 253;
@@ -131,18 +131,18 @@ impl PodControl {
         template: &PodTemplateSpec,
         owner: &OwnerInfo,
         regarding: &ObjectReference,
-    ) -> Result<Pod, PodControlError> {
+    ) -> Result<CachedPod, PodControlError> {
         let result = async {
             let pod = pod_from_template(template, owner)?;
-            // The response is decoded as the pod cache keeps pods (`PodProjection`): what is read of
+            // The response is decoded as the pod cache keeps pods (`CachedPod`): what is read of
             // it is its metadata, and decoding the whole pod costs a pod watch event's work again.
             // kube's typed `create` sends the `Api`'s own type, so the request is built here.
             let body = serde_json::to_vec(&pod).map_err(kube::Error::SerdeError)?;
             let request = kube::core::Request::new(Pod::url_path(&(), Some(&owner.namespace)))
                 .create(&PostParams::default(), body)
                 .map_err(kube::Error::BuildRequest)?;
-            let created: PodProjection = self.client.request(request).await?;
-            Ok::<_, PodControlError>(created.into_pod())
+            let created: CachedPod = self.client.request(request).await?;
+            Ok::<_, PodControlError>(created.trimmed())
         }
         .await;
         match &result {
@@ -191,7 +191,7 @@ impl PodControl {
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
         // The pod a deletion returns is read only for its resourceVersion (see `create`).
-        let api: Api<PodProjection> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<CachedPod> = Api::namespaced(self.client.clone(), namespace);
         let result = api.delete(name, &DeleteParams::default()).await;
         decisions::wrote(
             "delete",
@@ -217,13 +217,13 @@ impl PodControl {
         }
         if let Some(terminating) = result?.left() {
             self.consistency
-                .record_write(owner_key, &terminating.into_pod());
+                .record_write(owner_key, &terminating.trimmed());
         }
         Ok(())
     }
 }
 
-fn pod_reference(pod: &Pod) -> ObjectReference {
+fn pod_reference(pod: &CachedPod) -> ObjectReference {
     ObjectReference {
         uid: pod.metadata.uid.clone(),
         ..named_pod_reference(

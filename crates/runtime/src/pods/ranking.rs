@@ -12,7 +12,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use crate::pods::cached::CachedPod;
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::jiff::Timestamp;
 
 /// Annotation by which users order the deletion of a ReplicaSet's pods (upstream `core.PodDeletionCost`).
@@ -20,29 +21,29 @@ pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-del
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
-fn phase(pod: &Pod) -> &str {
+fn phase(pod: &CachedPod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("")
 }
 
-fn node_name(pod: &Pod) -> &str {
+fn node_name(pod: &CachedPod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
         .unwrap_or("")
 }
 
-fn uid(pod: &Pod) -> &str {
+fn uid(pod: &CachedPod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
 }
 
-fn creation_time(pod: &Pod) -> Option<Timestamp> {
+fn creation_time(pod: &CachedPod) -> Option<Timestamp> {
     pod.metadata.creation_timestamp.as_ref().map(|t| t.0)
 }
 
-fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
+fn ready_condition(pod: &CachedPod) -> Option<&PodCondition> {
     pod.status
         .as_ref()?
         .conditions
@@ -52,23 +53,23 @@ fn ready_condition(pod: &Pod) -> Option<&PodCondition> {
 }
 
 /// Not Succeeded, not Failed, and not being deleted: the pods that count as replicas.
-pub fn is_pod_active(pod: &Pod) -> bool {
+pub fn is_pod_active(pod: &CachedPod) -> bool {
     !matches!(phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// Being deleted but not yet in a terminal phase.
-pub fn is_pod_terminating(pod: &Pod) -> bool {
+pub fn is_pod_terminating(pod: &CachedPod) -> bool {
     !matches!(phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_some()
 }
 
 /// The (first) `Ready` condition is `True`.
-pub fn is_pod_ready(pod: &Pod) -> bool {
+pub fn is_pod_ready(pod: &CachedPod) -> bool {
     ready_condition(pod).is_some_and(|c| c.status == "True")
 }
 
 /// Ready, and Ready for at least `min_ready_seconds` at `now` (upstream `podutil.IsPodAvailable`). With a
 /// non-zero minimum, a Ready condition without lastTransitionTime never makes the pod available.
-pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_pod_available(pod: &CachedPod, min_ready_seconds: i32, now: Timestamp) -> bool {
     let Some(ready) = ready_condition(pod).filter(|c| c.status == "True") else {
         return false;
     };
@@ -82,7 +83,11 @@ pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bo
 }
 
 /// How long until this ready-but-not-yet-available pod becomes available, if it is one.
-fn time_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
+fn time_until_available(
+    pod: &CachedPod,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> Option<Duration> {
     if min_ready_seconds <= 0 || !is_pod_ready(pod) {
         return None;
     }
@@ -95,7 +100,7 @@ fn time_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Op
 /// The earliest moment after `now` at which one of `pods` becomes available (it is Ready but has not yet been
 /// Ready for `min_ready_seconds`), so the owner can be requeued precisely. `None` if no pod is in that state.
 pub fn next_availability_check<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a CachedPod>,
     min_ready_seconds: i32,
     now: Timestamp,
 ) -> Option<Duration> {
@@ -106,12 +111,12 @@ pub fn next_availability_check<'a>(
 /// status (e.g. availableReplicas) was computed, so no pod that was still unavailable then is missed; the delay
 /// is then measured from `now`, and is zero if that pod has become available in between.
 pub fn next_availability_check_since_evaluation<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a CachedPod>,
     min_ready_seconds: i32,
     evaluated_at: Timestamp,
     now: Timestamp,
 ) -> Option<Duration> {
-    let mut earliest: Option<(Duration, &Pod)> = None;
+    let mut earliest: Option<(Duration, &CachedPod)> = None;
     for pod in pods {
         if let Some(wait) = time_until_available(pod, min_ready_seconds, evaluated_at)
             && earliest.is_none_or(|(best, _)| wait < best)
@@ -124,7 +129,7 @@ pub fn next_availability_check_since_evaluation<'a>(
 }
 
 /// The pod's deletion cost annotation; absent or invalid (e.g. `+1`, `007`, out of int32 range) counts as 0.
-pub fn pod_deletion_cost(pod: &Pod) -> i32 {
+pub fn pod_deletion_cost(pod: &CachedPod) -> i32 {
     let Some(value) = pod
         .metadata
         .annotations
@@ -147,7 +152,7 @@ pub fn pod_deletion_cost(pod: &Pod) -> i32 {
 }
 
 /// Upstream `podPhaseToOrdinal`: Pending (and anything unlisted) 0, Unknown 1, Running 2.
-fn phase_ordinal(pod: &Pod) -> u8 {
+fn phase_ordinal(pod: &CachedPod) -> u8 {
     match phase(pod) {
         "Unknown" => 1,
         "Running" => 2,
@@ -164,7 +169,7 @@ fn phase_ordinal_name(ordinal: u8) -> &'static str {
 }
 
 /// lastTransitionTime of a True Ready condition, `None` when not ready or not recorded.
-fn ready_since(pod: &Pod) -> Option<Timestamp> {
+fn ready_since(pod: &CachedPod) -> Option<Timestamp> {
     let conditions = pod.status.as_ref()?.conditions.as_ref()?;
     let ready = conditions
         .iter()
@@ -173,7 +178,7 @@ fn ready_since(pod: &Pod) -> Option<Timestamp> {
 }
 
 /// Highest restart count among regular containers, and among restartable ("sidecar") init containers.
-fn max_restarts(pod: &Pod) -> (i32, i32) {
+fn max_restarts(pod: &CachedPod) -> (i32, i32) {
     let Some(status) = pod.status.as_ref() else {
         return (0, 0);
     };
@@ -225,7 +230,7 @@ fn age_bucket(time: Timestamp, now: Timestamp) -> i64 {
 /// (same owning Deployment, itself included) run on the pod's node.
 #[derive(Debug, Clone, Copy)]
 pub struct RankedPod<'a> {
-    pub pod: &'a Pod,
+    pub pod: &'a CachedPod,
     pub rank: usize,
 }
 
@@ -461,13 +466,13 @@ pub fn sort_for_deletion(pods: &mut [RankedPod<'_>], now: Option<Timestamp>) {
 
 /// Upstream `ActivePods` order (used where no ranks exist): rules 1-3, then Ready more recently, more restarts,
 /// newer — no deletion cost, no rank, no log buckets. `Less` means `a` goes first.
-pub fn cmp_active_pods(a: &Pod, b: &Pod) -> Ordering {
+pub fn cmp_active_pods(a: &CachedPod, b: &CachedPod) -> Ordering {
     let ranked = |pod| RankedPod { pod, rank: 0 };
     decide(ranked(a), ranked(b), None, false).map_or(Ordering::Equal, |(ordering, _)| ordering)
 }
 
 /// Sorts by [`cmp_active_pods`].
-pub fn sort_active_pods(pods: &mut [&Pod]) {
+pub fn sort_active_pods(pods: &mut [&CachedPod]) {
     sort_tolerating_cycles(pods, |a, b| cmp_active_pods(a, b));
 }
 
@@ -505,7 +510,9 @@ fn sort_tolerating_cycles<T: Copy>(items: &mut [T], mut cmp: impl FnMut(&T, &T) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
+    use crate::pods::cached::{
+        CachedInitContainer, CachedPodSpec, CachedPodStatus, ContainerRestarts,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::jiff::SignedDuration;
     use std::collections::BTreeMap;
@@ -520,8 +527,8 @@ mod tests {
 
     const MONTH: SignedDuration = SignedDuration::from_hours(30 * 24);
 
-    fn status(restarts: i32) -> ContainerStatus {
-        ContainerStatus {
+    fn status(restarts: i32) -> ContainerRestarts {
+        ContainerRestarts {
             restart_count: restarts,
             ..Default::default()
         }
@@ -548,21 +555,20 @@ mod tests {
         ready_since: Option<Timestamp>,
         created: Option<Timestamp>,
         cost: Option<&str>,
-    ) -> Pod {
-        let mut status = PodStatus {
+    ) -> CachedPod {
+        let mut status = CachedPodStatus {
             phase: Some(phase.into()),
             ..Default::default()
         };
         if ready {
             status.conditions = Some(vec![ready_condition_at("True", ready_since)]);
             status.container_statuses = Some(vec![self::status(restarts)]);
-            status.init_container_statuses = Some(vec![ContainerStatus {
+            status.init_container_statuses = Some(vec![ContainerRestarts {
                 name: "sidecar".into(),
                 restart_count: sidecar_restarts,
-                ..Default::default()
             }]);
         }
-        Pod {
+        CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 creation_timestamp: created.map(Time),
@@ -571,12 +577,11 @@ mod tests {
                 }),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: (!node.is_empty()).then(|| node.into()),
-                init_containers: Some(vec![Container {
+                init_containers: Some(vec![CachedInitContainer {
                     name: "sidecar".into(),
                     restart_policy: Some("Always".into()),
-                    ..Default::default()
                 }]),
                 ..Default::default()
             }),
@@ -584,7 +589,7 @@ mod tests {
         }
     }
 
-    fn name(pod: &Pod) -> &str {
+    fn name(pod: &CachedPod) -> &str {
         pod.metadata.name.as_deref().unwrap()
     }
 
@@ -608,12 +613,12 @@ mod tests {
     // Mirrors TestActivePodFiltering, plus terminating pods (TestCountTerminatingPods).
     #[test]
     fn active_and_terminating_pods() {
-        let with_phase = |phase: &str, deleting: bool| Pod {
+        let with_phase = |phase: &str, deleting: bool| CachedPod {
             metadata: ObjectMeta {
                 deletion_timestamp: deleting.then(|| Time(now())),
                 ..Default::default()
             },
-            status: Some(PodStatus {
+            status: Some(CachedPodStatus {
                 phase: (!phase.is_empty()).then(|| phase.into()),
                 ..Default::default()
             }),
@@ -639,19 +644,19 @@ mod tests {
                 "{phase} deleting={deleting}"
             );
         }
-        assert!(is_pod_active(&Pod::default()));
+        assert!(is_pod_active(&CachedPod::default()));
     }
 
     #[test]
     fn readiness_and_availability() {
-        let with_ready = |status: &str, since: Option<Timestamp>| Pod {
-            status: Some(PodStatus {
+        let with_ready = |status: &str, since: Option<Timestamp>| CachedPod {
+            status: Some(CachedPodStatus {
                 conditions: Some(vec![ready_condition_at(status, since)]),
                 ..Default::default()
             }),
             ..Default::default()
         };
-        assert!(!is_pod_ready(&Pod::default()));
+        assert!(!is_pod_ready(&CachedPod::default()));
         assert!(!is_pod_ready(&with_ready("False", None)));
         assert!(!is_pod_ready(&with_ready("Unknown", None)));
         assert!(is_pod_ready(&with_ready("True", None)));
@@ -674,10 +679,10 @@ mod tests {
         assert!(!is_pod_available(&with_ready("True", None), 1, t));
     }
 
-    fn pod_ready_for(seconds: i64, ready: bool) -> Pod {
+    fn pod_ready_for(seconds: i64, ready: bool) -> CachedPod {
         let status = if ready { "True" } else { "False" };
-        Pod {
-            status: Some(PodStatus {
+        CachedPod {
+            status: Some(CachedPodStatus {
                 conditions: Some(vec![ready_condition_at(
                     status,
                     Some(ago(SignedDuration::from_secs(seconds))),
@@ -796,7 +801,7 @@ mod tests {
         for (value, want) in cases {
             assert_eq!(pod_deletion_cost(&with_cost(value)), want, "{value:?}");
         }
-        assert_eq!(pod_deletion_cost(&Pod::default()), 0);
+        assert_eq!(pod_deletion_cost(&CachedPod::default()), 0);
     }
 
     // Mirrors TestSortingActivePods.
@@ -807,17 +812,17 @@ mod tests {
                        ready_since: Option<Timestamp>,
                        restarts: &[i32],
                        created: Option<Timestamp>| {
-            Pod {
+            CachedPod {
                 metadata: ObjectMeta {
                     name: Some(name.into()),
                     creation_timestamp: created.map(Time),
                     ..Default::default()
                 },
-                spec: Some(PodSpec {
+                spec: Some(CachedPodSpec {
                     node_name: Some("foo".into()),
                     ..Default::default()
                 }),
-                status: Some(PodStatus {
+                status: Some(CachedPodStatus {
                     phase: Some("Running".into()),
                     conditions: Some(vec![ready_condition_at("True", ready_since)]),
                     container_statuses: Some(restarts.iter().map(|&r| status(r)).collect()),
@@ -825,16 +830,16 @@ mod tests {
                 }),
             }
         };
-        let plain = |name: &str, node: &str, phase: &str| Pod {
+        let plain = |name: &str, node: &str, phase: &str| CachedPod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 ..Default::default()
             },
-            spec: Some(PodSpec {
+            spec: Some(CachedPodSpec {
                 node_name: (!node.is_empty()).then(|| node.into()),
                 ..Default::default()
             }),
-            status: Some(PodStatus {
+            status: Some(CachedPodStatus {
                 phase: Some(phase.into()),
                 ..Default::default()
             }),
@@ -845,19 +850,17 @@ mod tests {
             &[2, 1],
             Some(now()),
         );
-        lower_sidecar.spec.as_mut().unwrap().init_containers = Some(vec![Container {
+        lower_sidecar.spec.as_mut().unwrap().init_containers = Some(vec![CachedInitContainer {
             name: "sidecar".into(),
             restart_policy: Some("Always".into()),
-            ..Default::default()
         }]);
         lower_sidecar
             .status
             .as_mut()
             .unwrap()
-            .init_container_statuses = Some(vec![ContainerStatus {
+            .init_container_statuses = Some(vec![ContainerRestarts {
             name: "sidecar".into(),
             restart_count: 2,
-            ..Default::default()
         }]);
         let pods = [
             plain("unscheduled", "", "Pending"),
@@ -877,7 +880,7 @@ mod tests {
             running("oldest", Some(then), &[2, 1], Some(then)),
         ];
         let want: Vec<&str> = pods.iter().map(name).collect();
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let refs: Vec<&CachedPod> = pods.iter().collect();
         for mut shuffled in shuffles(&refs, 20) {
             sort_active_pods(&mut shuffled);
             assert_eq!(shuffled.iter().map(|p| name(p)).collect::<Vec<_>>(), want);
@@ -1186,7 +1189,7 @@ mod tests {
     fn log_buckets_and_uid_tie_breaks() {
         let n = Some(now());
         let hours = |h| Some(ago(SignedDuration::from_hours(h)));
-        let with_uid = |mut p: Pod, uid: &str| {
+        let with_uid = |mut p: CachedPod, uid: &str| {
             p.metadata.uid = Some(uid.into());
             p
         };
@@ -1312,7 +1315,7 @@ mod tests {
     fn sort_for_deletion_orders_and_survives_cycles() {
         let n = Some(now());
         let hours = |h| Some(ago(SignedDuration::from_hours(h)));
-        let with_uid = |mut p: Pod, uid: &str| {
+        let with_uid = |mut p: CachedPod, uid: &str| {
             p.metadata.uid = Some(uid.into());
             p
         };
