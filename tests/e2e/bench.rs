@@ -58,6 +58,7 @@ fn bench_measures_every_scenario_on_both_sides() {
                 "cpu_seconds",
                 "peak_rss_bytes",
                 "steady_rss_bytes",
+                "steady_anon_rss_bytes",
                 "requests_total",
                 "requests_writes",
             ] {
@@ -68,6 +69,7 @@ fn bench_measures_every_scenario_on_both_sides() {
             let peak = run["peak_rss_bytes"].as_f64().unwrap();
             assert!((4e6..4e9).contains(&peak), "{what}: peak RSS {peak}");
             assert!(run["requests_writes"].as_f64() <= run["requests_total"].as_f64());
+            assert!(run["steady_anon_rss_bytes"].as_f64() <= run["steady_rss_bytes"].as_f64());
             // The writes are the side's own controllers', never another client's.
             let clients: Vec<&String> = run["requests"].as_object().unwrap().keys().collect();
             for controller in ["deployment-controller", "replicaset-controller"] {

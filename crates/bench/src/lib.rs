@@ -146,12 +146,13 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
                 );
                 let result = run::run_side(&ctx, scenario, side, round, scenario_limits).await?;
                 eprintln!(
-                    "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s, peak RSS {:.0} MiB, steady RSS {:.0} MiB",
+                    "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s, peak RSS {:.0} MiB, steady RSS {:.0} MiB ({:.1} MiB anonymous)",
                     result.startup_seconds,
                     result.seconds_to_done,
                     result.cpu_seconds,
                     result.peak_rss_bytes as f64 / 1048576.0,
-                    result.steady_rss_bytes as f64 / 1048576.0
+                    result.steady_rss_bytes as f64 / 1048576.0,
+                    result.steady_anon_rss_bytes as f64 / 1048576.0
                 );
                 runs.push(result);
             }

@@ -34,6 +34,8 @@ pub struct RunResult {
     pub peak_rss_bytes: u64,
     /// The resident set at the end of the settle window.
     pub steady_rss_bytes: u64,
+    /// Its anonymous part (`RssAnon`: heap and stacks, not the executable's pages).
+    pub steady_anon_rss_bytes: u64,
     /// All requests of the process, as counted in the audit log.
     pub requests_total: u64,
     /// create, update, patch, delete and deletecollection among them.
@@ -91,12 +93,15 @@ const MIB: f64 = 1024.0 * 1024.0;
 type ReadMetric = fn(&RunResult) -> f64;
 
 /// The metrics of the table: name and how to read it from a run.
-const METRICS: [(&str, ReadMetric); 7] = [
+const METRICS: [(&str, ReadMetric); 8] = [
     ("time to done (s)", |r| r.seconds_to_done),
     ("controller CPU (s)", |r| r.cpu_seconds),
     ("idle CPU in settle window (s)", |r| r.idle_cpu_seconds),
     ("peak RSS (MiB)", |r| r.peak_rss_bytes as f64 / MIB),
     ("steady RSS (MiB)", |r| r.steady_rss_bytes as f64 / MIB),
+    ("steady anonymous RSS (MiB)", |r| {
+        r.steady_anon_rss_bytes as f64 / MIB
+    }),
     ("API requests", |r| r.requests_total as f64),
     ("API writes", |r| r.requests_writes as f64),
 ];
@@ -240,6 +245,7 @@ mod tests {
             settle_seconds: 1.0,
             peak_rss_bytes: 64 * 1024 * 1024,
             steady_rss_bytes: 32 * 1024 * 1024,
+            steady_anon_rss_bytes: 8 * 1024 * 1024,
             requests_total: writes * 2,
             requests_writes: writes,
             requests: ClientRequests::new(),

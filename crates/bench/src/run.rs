@@ -174,6 +174,7 @@ pub async fn run_side(
         settle_seconds: ctx.sizes.settle.as_secs_f64(),
         peak_rss_bytes: settled.peak_rss_bytes.max(sampled_peak),
         steady_rss_bytes: settled.rss_bytes,
+        steady_anon_rss_bytes: settled.anon_rss_bytes,
         requests_total: 0,
         requests_writes: 0,
         requests: BTreeMap::new(),

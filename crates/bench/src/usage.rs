@@ -3,6 +3,10 @@
 //! CPU seconds are user plus system time (`/proc/<pid>/stat`), memory is the resident set
 //! (`VmRSS` in `/proc/<pid>/status`) and its high-water mark (`VmHWM`, the kernel's exact peak, which
 //! sampling alone could miss). A [`Sampler`] also keeps the largest RSS it saw, as a cross-check.
+//!
+//! The resident set also counts the pages of the executable itself (`RssFile`), which for a process
+//! with little heap is most of it; `RssAnon`, the anonymous part, is the heap and stacks alone: what
+//! grows with the objects a controller caches.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +17,8 @@ pub struct Usage {
     pub cpu_seconds: f64,
     pub rss_bytes: u64,
     pub peak_rss_bytes: u64,
+    /// `RssAnon`: the resident set without the executable's and libraries' file pages.
+    pub anon_rss_bytes: u64,
 }
 
 /// Reads `/proc/<pid>`; `None` once the process is gone.
@@ -24,6 +30,7 @@ pub fn read(pid: u32) -> Option<Usage> {
         cpu_seconds: ticks as f64 / clock_ticks_per_second(),
         rss_bytes: status_kib(&status, "VmRSS")?.saturating_mul(1024),
         peak_rss_bytes: status_kib(&status, "VmHWM")?.saturating_mul(1024),
+        anon_rss_bytes: status_kib(&status, "RssAnon")?.saturating_mul(1024),
     })
 }
 
@@ -102,8 +109,9 @@ mod tests {
 
     #[test]
     fn parses_status_sizes() {
-        let status = "Name:\tmini-kcm\nVmHWM:\t   71234 kB\nVmRSS:\t   65000 kB\nThreads:\t9\n";
+        let status = "Name:\tmini-kcm\nVmHWM:\t   71234 kB\nVmRSS:\t   65000 kB\nRssAnon:\t   12000 kB\nThreads:\t9\n";
         assert_eq!(status_kib(status, "VmRSS"), Some(65000));
+        assert_eq!(status_kib(status, "RssAnon"), Some(12000));
         assert_eq!(status_kib(status, "VmHWM"), Some(71234));
         assert_eq!(status_kib(status, "VmSwap"), None);
     }
@@ -113,5 +121,6 @@ mod tests {
         let usage = read(std::process::id()).unwrap();
         assert!(usage.rss_bytes > 0);
         assert!(usage.peak_rss_bytes >= usage.rss_bytes);
+        assert!(usage.anon_rss_bytes > 0 && usage.anon_rss_bytes <= usage.rss_bytes);
     }
 }
