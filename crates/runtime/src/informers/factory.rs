@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -16,30 +16,19 @@ use crate::pods::cached::CachedPod;
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
-/// A kind an informer can watch: what its watch decodes, how to build the `Api` for that for the whole
-/// cluster or one namespace (kube's constructors differ between static and dynamic kinds), and what the
-/// cache keeps of an object.
+/// A kind an informer can watch: how to build its `Api` for the whole cluster or one namespace (kube's
+/// constructors differ between static and dynamic kinds), and what the cache keeps of an object. The
+/// watch decodes the kind itself: pods are watched as `CachedPod`, whose decoding reads only the fields
+/// the controllers read (`crate::pods::cached`).
 pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
-    /// What the watch decodes: the kind itself (pods are watched as `CachedPod`, which decodes only the
-    /// fields the controllers read: `crate::pods::cached`).
-    type Wire: Resource<DynamicType = Self::DynamicType>
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + 'static;
-
     fn scoped_api(
         client: Client,
         namespace: Option<&str>,
         dyntype: &Self::DynamicType,
-    ) -> Api<Self::Wire>;
+    ) -> Api<Self>;
 
-    /// The cached object made of what the watch decoded.
-    fn from_wire(wire: Self::Wire) -> Self;
-
-    /// What the cache keeps of an object decoded whole (objects put in the cache by hand). By default
-    /// all of it but `managedFields`, which are large and which no controller reads.
+    /// What the cache keeps of a decoded object (from the watch, or put in the cache by hand). By
+    /// default all of it but `managedFields`, which are large and which no controller reads.
     fn cached(mut self) -> Self {
         self.meta_mut().managed_fields = None;
         self
@@ -49,17 +38,11 @@ pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + '
 macro_rules! watched_namespaced {
     ($($t:ty),*) => {$(
         impl Watched for $t {
-            type Wire = Self;
-
             fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
                 match namespace {
                     Some(ns) => Api::namespaced(client, ns),
                     None => Api::all(client),
                 }
-            }
-
-            fn from_wire(wire: Self) -> Self {
-                wire.cached()
             }
         }
     )*};
@@ -68,17 +51,11 @@ macro_rules! watched_namespaced {
 watched_namespaced!(k8s_openapi::api::apps::v1::ControllerRevision);
 
 impl Watched for CachedPod {
-    type Wire = Self;
-
     fn scoped_api(client: Client, namespace: Option<&str>, _: &()) -> Api<Self> {
         match namespace {
             Some(ns) => Api::namespaced(client, ns),
             None => Api::all(client),
         }
-    }
-
-    fn from_wire(wire: Self) -> Self {
-        wire.trimmed()
     }
 
     fn cached(self) -> Self {
@@ -87,14 +64,8 @@ impl Watched for CachedPod {
 }
 
 impl Watched for k8s_openapi::api::core::v1::Node {
-    type Wire = Self;
-
     fn scoped_api(client: Client, _: Option<&str>, _: &()) -> Api<Self> {
         Api::all(client)
-    }
-
-    fn from_wire(wire: Self) -> Self {
-        wire.cached()
     }
 }
 
@@ -103,12 +74,6 @@ where
     P: Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     U: Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,
 {
-    type Wire = Self;
-
-    fn from_wire(wire: Self) -> Self {
-        wire.cached()
-    }
-
     fn scoped_api(
         client: Client,
         namespace: Option<&str>,
@@ -214,10 +179,8 @@ impl SharedInformers {
         // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
         // has handed them all over.
         let config = watcher::Config::default().page_size(100);
-        let events = watcher(api, config)
-            .default_backoff()
-            .map_ok(|event| wire_event(event, K::from_wire))
-            .boxed();
+        // The informer makes each decoded object what the cache keeps (`K::cached`).
+        let events = watcher(api, config).default_backoff().boxed();
         let informer = Informer::new(
             events,
             K::kind(dyntype).into_owned(),
@@ -276,17 +239,6 @@ impl SharedInformers {
             }
         }
         futures::future::join_all(synced).await;
-    }
-}
-
-/// A watch event with its object made the cached kind.
-fn wire_event<W, K>(event: watcher::Event<W>, from_wire: fn(W) -> K) -> watcher::Event<K> {
-    match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(from_wire(o)),
-        watcher::Event::Delete(o) => watcher::Event::Delete(from_wire(o)),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(from_wire(o)),
-        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
