@@ -190,12 +190,13 @@ impl CachedPod {
             status,
         } = self;
         let spec = spec.map(|s| {
-            let sidecars: Vec<CachedInitContainer> = s
+            let mut sidecars: Vec<CachedInitContainer> = s
                 .init_containers
                 .into_iter()
                 .flatten()
                 .filter(|c| c.restart_policy.as_deref() == Some("Always"))
                 .collect();
+            sidecars.shrink_to_fit();
             CachedPodSpec {
                 node_name: s.node_name,
                 affinity: s.affinity.filter(|a| a.node_affinity.is_some()),
