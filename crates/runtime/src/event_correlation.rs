@@ -11,9 +11,14 @@
 //!    skips what exceeds it (the count keeps growing, so the next write carries the skipped ones).
 //!
 //! Pure (the caller passes the time), so the tables are unit-tested with paused tokio time.
+//!
+//! client-go keys its tables with strings that join the fields (source, object, type, reason, message);
+//! here a key is a 64-bit hash of the same fields ([`Fingerprint`]), so an entry costs a few words
+//! instead of two copies of a 200-byte string. A collision would need two of at most a few thousand
+//! live keys to share a hash (odds below 10⁻¹¹) and would only merge two events' counts.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::Hash;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -48,25 +53,47 @@ pub struct EventIdentity {
 }
 
 impl EventIdentity {
-    fn object_key(&self) -> String {
-        [
-            self.component.as_str(),
+    /// client-go's keys, each the one before plus more fields: object, then type (the spam filter's),
+    /// reason (the aggregator's), message (a series of identical events).
+    fn object_key(&self) -> Fingerprint {
+        Fingerprint::of(&[
+            &self.component,
             &self.kind,
             &self.namespace,
             &self.name,
             &self.uid,
             &self.api_version,
-        ]
-        .join("\u{0}")
+        ])
     }
-    fn spam_key(&self) -> String {
-        format!("{}\u{0}{}", self.object_key(), self.type_)
+    fn spam_key(&self) -> Fingerprint {
+        self.object_key().and(&self.type_)
     }
-    fn aggregate_key(&self) -> String {
-        format!("{}\u{0}{}", self.spam_key(), self.reason)
+    fn aggregate_key(&self) -> Fingerprint {
+        self.spam_key().and(&self.reason)
     }
-    fn event_key(&self) -> String {
-        format!("{}\u{0}{}", self.aggregate_key(), self.message)
+    fn event_key(&self) -> Fingerprint {
+        self.aggregate_key().and(&self.message)
+    }
+}
+
+/// A table key: a hash of the fields client-go joins into its key string (see the module header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    fn of(fields: &[&str]) -> Self {
+        // `str`'s Hash writes a terminator after the bytes, so ("ab", "c") and ("a", "bc") differ.
+        let mut hasher = DefaultHasher::new();
+        fields.hash(&mut hasher);
+        Fingerprint(hasher.finish())
+    }
+
+    /// This key with one more field.
+    fn and(self, field: &str) -> Self {
+        let mut hasher = DefaultHasher::new();
+        self.0.hash(&mut hasher);
+        field.hash(&mut hasher);
+        Fingerprint(hasher.finish())
     }
 }
 
@@ -86,8 +113,8 @@ pub enum Correlated {
 }
 
 /// Names the Event a series of writes goes to: the publisher remembers the name it created under it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SeriesId(pub String);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SeriesId(pub Fingerprint);
 
 /// A map that forgets its least recently used entry beyond its capacity (client-go's LRU caches).
 struct Lru<K, V> {
@@ -136,16 +163,17 @@ struct TokenBucket {
 }
 
 struct AggregateGroup {
-    messages: HashSet<String>,
+    /// The distinct messages seen, as fingerprints.
+    messages: HashSet<Fingerprint>,
     last: Option<Instant>,
 }
 
 /// The correlator's tables (client-go's spam filter, aggregator and logger caches).
 pub struct EventCorrelator {
-    spam: Lru<String, TokenBucket>,
-    aggregates: Lru<String, AggregateGroup>,
+    spam: Lru<Fingerprint, TokenBucket>,
+    aggregates: Lru<Fingerprint, AggregateGroup>,
     /// Per series: how many events it has counted so far (0: never written).
-    counts: Lru<String, i32>,
+    counts: Lru<Fingerprint, i32>,
 }
 
 impl Default for EventCorrelator {
@@ -177,13 +205,13 @@ impl EventCorrelator {
         {
             group.messages.clear();
         }
-        group.messages.insert(event.message.clone());
+        group.messages.insert(Fingerprint::of(&[&event.message]));
         group.last = Some(now);
         let (message, series_key) = if group.messages.len() < AGGREGATE_MAX_EVENTS {
             (event.message.clone(), event.event_key())
         } else {
             // Like upstream, forget one message so the group stays at the threshold.
-            if let Some(any) = group.messages.iter().next().cloned() {
+            if let Some(any) = group.messages.iter().next().copied() {
                 group.messages.remove(&any);
             }
             (format!("{COMBINED_PREFIX}{}", event.message), aggregate_key)
@@ -377,6 +405,20 @@ mod tests {
         let w = run(&mut c, (5..14).map(created));
         // 9 new distinct messages: none combined since the group restarted.
         assert_eq!(w.creates, 9);
+    }
+
+    #[test]
+    fn fingerprints_keep_field_boundaries() {
+        assert_ne!(Fingerprint::of(&["ab", "c"]), Fingerprint::of(&["a", "bc"]));
+        assert_ne!(
+            Fingerprint::of(&["a"]).and("bc"),
+            Fingerprint::of(&["a"]).and("b").and("c")
+        );
+        let e = created(1);
+        assert_ne!(e.aggregate_key(), created(2).aggregate_key().and("x"));
+        assert_eq!(e.event_key(), created(1).event_key());
+        assert_ne!(e.event_key(), created(2).event_key());
+        assert_eq!(e.aggregate_key(), created(2).aggregate_key());
     }
 
     #[test]

@@ -291,7 +291,7 @@ async fn write_once(
         ..Event::default()
     };
     api.create(&PostParams::default(), &event).await?;
-    names.insert(write.series.clone(), name);
+    names.insert(write.series, name);
     Ok(())
 }
 
