@@ -387,7 +387,7 @@ where
             let vanished: Vec<ObjectKey> = store
                 .keys()
                 .filter(|k| !listed.contains_key(*k))
-                .cloned()
+                .map(str::to_string)
                 .collect();
             for key in vanished {
                 if let Some(old) = store.remove(&key) {

@@ -22,12 +22,18 @@ pub fn key_of<K: Resource>(object: &K) -> ObjectKey {
 /// A secondary index: a function from an object to the index values it is filed under.
 pub(crate) type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
+/// The objects filed under one index value, by their shared keys.
+type Filed<K> = HashMap<Arc<str>, Arc<K>>;
+
+/// The objects by key and by index value. An object's key is allocated once and shared (`Arc<str>`) by
+/// the map and every index entry of the object: with one pod index by owner and one by node, a pod's key
+/// is kept once instead of three times.
 pub(crate) struct Store<K> {
-    objects: HashMap<ObjectKey, Arc<K>>,
+    objects: HashMap<Arc<str>, Arc<K>>,
     index_fns: HashMap<&'static str, IndexFn<K>>,
     /// Index name → value → the objects filed under it. The entries hold the objects themselves (one more
     /// pointer each) so that a lookup by index, which every sync does, needs no second lookup per object.
-    indexes: HashMap<&'static str, HashMap<String, HashMap<ObjectKey, Arc<K>>>>,
+    indexes: HashMap<&'static str, HashMap<String, Filed<K>>>,
 }
 
 impl<K: Resource> Store<K> {
@@ -47,8 +53,8 @@ impl<K: Resource> Store<K> {
         self.objects.get(key).cloned()
     }
 
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.objects.keys()
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
+        self.objects.keys().map(|key| &**key)
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<K>> {
@@ -61,6 +67,11 @@ impl<K: Resource> Store<K> {
 
     /// Inserts or replaces; returns the previous version.
     pub(crate) fn upsert(&mut self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
+        // An object already cached keeps its shared key.
+        let key: Arc<str> = match self.objects.get_key_value(key.as_str()) {
+            Some((shared, _)) => shared.clone(),
+            None => key.into(),
+        };
         let old = self.objects.insert(key.clone(), object.clone());
         if let Some(old) = &old {
             self.unindex(&key, old);
@@ -88,7 +99,7 @@ impl<K: Resource> Store<K> {
         self.indexes.contains_key(index)
     }
 
-    fn index(&mut self, key: &str, object: &Arc<K>) {
+    fn index(&mut self, key: &Arc<str>, object: &Arc<K>) {
         for (name, index_fn) in &self.index_fns {
             let Some(values) = self.indexes.get_mut(name) else {
                 continue;
@@ -97,7 +108,7 @@ impl<K: Resource> Store<K> {
                 values
                     .entry(value)
                     .or_default()
-                    .insert(key.to_string(), object.clone());
+                    .insert(key.clone(), object.clone());
             }
         }
     }
@@ -164,5 +175,23 @@ mod tests {
         store.remove("a/p2");
         assert!(store.by_index("node", "n1").is_empty());
         assert_eq!(key_of(pod("a", "p1", "n").as_ref()), "a/p1");
+    }
+
+    #[test]
+    fn an_object_and_its_index_entries_share_one_key() {
+        let by_node: IndexFn<CachedPod> = Arc::new(|p: &CachedPod| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .into_iter()
+                .collect()
+        });
+        let mut store = Store::new(HashMap::from([("node", by_node)]));
+        store.upsert("a/p1".into(), pod("a", "p1", "n1"));
+        store.upsert("a/p1".into(), pod("a", "p1", "n2"));
+        let (key, _) = store.objects.get_key_value("a/p1").expect("cached");
+        let indexed = store.indexes["node"]["n2"].keys().next().expect("indexed");
+        assert!(Arc::ptr_eq(key, indexed));
+        assert_eq!(Arc::strong_count(key), 2, "the map and one index entry");
     }
 }
