@@ -21,6 +21,7 @@
 //! defaults (5 000 decisions) that is ≤ 60 MiB in the worst case; a typical decision is 0.5–1 KiB
 //! (measured in `docs/live-view.md`).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -77,9 +78,11 @@ pub struct Decision {
     pub seq: u64,
     /// When the sync ended (RFC 3339).
     pub at: String,
-    pub controller: String,
-    pub family: String,
-    pub kind: String,
+    // Names the code gives (`Cow`: borrowed from the program's own strings while in the log, owned
+    // when decoded from the JSON endpoint), so thousands of kept decisions do not each copy them.
+    pub controller: Cow<'static, str>,
+    pub family: Cow<'static, str>,
+    pub kind: Cow<'static, str>,
     pub namespace: String,
     pub name: String,
     /// The numbers the decision rests on, in the order the sync noted them.
@@ -118,7 +121,7 @@ impl Decision {
 /// A number a decision rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
-    pub what: String,
+    pub what: Cow<'static, str>,
     pub value: i64,
 }
 
@@ -126,7 +129,7 @@ pub struct Observation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Write {
     /// `create`, `delete`, `patch`, `update`, ...
-    pub verb: String,
+    pub verb: Cow<'static, str>,
     /// What was written, e.g. `pod web-7d9f-abcde` or `ReplicaSet web-7d9f`.
     pub object: String,
     /// The API error, if it failed.
@@ -343,11 +346,12 @@ impl DecisionLog {
             kind: draft.by.kind.into(),
             namespace: draft.key.namespace().into(),
             name: draft.key.name().into(),
-            observed: state.observed,
-            plan: state.plan,
-            reasons: state.reasons,
-            skipped: state.skipped,
-            writes: state.writes,
+            // At their length: a decision is kept for long, the growth room of its lists is not needed.
+            observed: at_length(state.observed),
+            plan: at_length(state.plan),
+            reasons: at_length(state.reasons),
+            skipped: at_length(state.skipped),
+            writes: at_length(state.writes),
             omitted: state.omitted,
             outcome: match failure {
                 None => Outcome::Done,
@@ -464,6 +468,11 @@ fn with_draft(f: impl FnOnce(&mut DraftState)) {
 /// Whether the current sync is being recorded (to skip building expensive notes otherwise).
 pub fn recording() -> bool {
     CURRENT.try_with(|_| ()).is_ok()
+}
+
+fn at_length<T>(mut list: Vec<T>) -> Vec<T> {
+    list.shrink_to_fit();
+    list
 }
 
 /// Cuts `text` to [`MAX_LINE_BYTES`] at a character boundary.
