@@ -151,16 +151,19 @@ mod tests {
         })
     }
 
-    #[test]
-    fn indexes_follow_updates_and_removals() {
-        let by_node: IndexFn<CachedPod> = Arc::new(|p: &CachedPod| {
+    fn by_node() -> IndexFn<CachedPod> {
+        Arc::new(|p: &CachedPod| {
             p.spec
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
                 .into_iter()
                 .collect()
-        });
-        let mut store = Store::new(HashMap::from([("node", by_node)]));
+        })
+    }
+
+    #[test]
+    fn indexes_follow_updates_and_removals() {
+        let mut store = Store::new(HashMap::from([("node", by_node())]));
         store.upsert("a/p1".into(), pod("a", "p1", "n1"));
         store.upsert("a/p2".into(), pod("a", "p2", "n1"));
         assert_eq!(store.by_index("node", "n1").len(), 2);
@@ -179,14 +182,7 @@ mod tests {
 
     #[test]
     fn an_object_and_its_index_entries_share_one_key() {
-        let by_node: IndexFn<CachedPod> = Arc::new(|p: &CachedPod| {
-            p.spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .into_iter()
-                .collect()
-        });
-        let mut store = Store::new(HashMap::from([("node", by_node)]));
+        let mut store = Store::new(HashMap::from([("node", by_node())]));
         store.upsert("a/p1".into(), pod("a", "p1", "n1"));
         store.upsert("a/p1".into(), pod("a", "p1", "n2"));
         let (key, _) = store.objects.get_key_value("a/p1").expect("cached");
