@@ -27,11 +27,12 @@ if grep -qE '^name = "(openssl-sys|native-tls)"$' Cargo.lock; then
   die "Cargo.lock contains openssl-sys or native-tls; the image needs rustls only"
 fi
 
-echo "==> static release binary ($target, +crt-static)"
+echo "==> static release binary ($target, +crt-static, jemalloc)"
 # RUSTFLAGS apply to the --target build only, so build scripts and proc macros stay ordinary host
-# binaries. Symbols are stripped: the binary is most of the image.
+# binaries. Symbols are stripped: the binary is most of the image. The image's allocator is jemalloc
+# (crates/mini-kcm/src/allocator.rs says why, docs/performance.md "Allocators" has the numbers).
 RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
-  cargo build --release --locked -p mini-kcm --target "$target"
+  cargo build --release --locked -p mini-kcm --features jemalloc --target "$target"
 
 description=$(file -b "$binary")
 case "$description" in
@@ -60,6 +61,13 @@ fi
 echo "==> smoke test: read-only root filesystem, no capabilities, UID 65532"
 docker run --rm --read-only --cap-drop ALL --security-opt no-new-privileges --network none \
   "$image" --version
+# jemalloc prints its statistics at exit when asked: proof that the binary allocates with it.
+stats=$(docker run --rm --network none --env _RJEM_MALLOC_CONF=stats_print:true "$image" --version 2>&1) \
+  || die "the image's binary failed with jemalloc's statistics on: $stats"
+if ! grep -q "Begin jemalloc statistics" <<<"$stats"; then
+  die "the image's binary does not allocate with jemalloc (no statistics with _RJEM_MALLOC_CONF=stats_print:true)"
+fi
+echo "    allocator: jemalloc"
 
 echo "==> $out/mini-kcm.tar"
 docker save --output "$out/mini-kcm.tar" "$image"

@@ -2,14 +2,14 @@
 //! (tikv-jemallocator, default settings) or `mimalloc`, so the three stay comparable with
 //! `mini-kcm bench --mini-kcm-binary`.
 //!
-//! Why none by default: issue 11 suspected allocator fragmentation behind mini-kcm's ≈20 KiB of RSS per
-//! cached pod (twice the ≈10 KiB of heap a decoded pod holds). `bench --scenarios steady --steady-pods
-//! 2000`, one round per allocator, showed it is not: steady RSS was 70.6 MiB with glibc (69.9 with
-//! `MALLOC_ARENA_MAX=2`), 70.7 with jemalloc (70.8 with its background purging thread) and 92.1 with
-//! mimalloc (docs/performance.md, "Allocators"): the bytes are live objects, not allocator slack.
-//! jemalloc's controller CPU in the same runs (2.96–3.31 s against glibc's 3.92 s, upstream 3.8–4.5 s)
-//! is one round each on a loaded machine, within the bench's noise, while its C build adds about 100 s
-//! to every cold build of each profile (CI builds two). A repeatable CPU gain would change this.
+//! The image (`deploy/image/build.sh`) is built with `--features jemalloc`; a plain `cargo build` keeps
+//! glibc's. Why (docs/performance.md, "Allocators"): at the full `steady` size (10 000 pods in 1 000
+//! ReplicaSets, two runs each) jemalloc held 36.6 MiB of anonymous memory where glibc held 40.8–40.9,
+//! spent 12.2 CPU seconds where glibc spent 15.4 (0.62× upstream's against 0.67–0.72×), and, leaving
+//! more of the two cores to the plane, finished with upstream (198 s) where glibc's build took 253 s.
+//! At 2 000 pods the two had held the same memory. Not the default of every build: jemalloc's C build
+//! adds about 2.5 minutes to each cold build on two cores, which the tests (debug) would pay for
+//! nothing they check.
 
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
