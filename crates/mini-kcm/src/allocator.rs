@@ -4,10 +4,9 @@
 //!
 //! The image (`deploy/image/build.sh`) is built with `--features jemalloc`; a plain `cargo build` keeps
 //! glibc's. Why (docs/performance.md, "Allocators"): at the full `steady` size (10 000 pods in 1 000
-//! ReplicaSets, two runs each) jemalloc held 36.6 MiB of anonymous memory where glibc held 40.8–40.9,
-//! spent 12.2 CPU seconds where glibc spent 15.4 (0.62× upstream's against 0.67–0.72×), and, leaving
-//! more of the two cores to the plane, finished with upstream (198 s) where glibc's build took 253 s.
-//! At 2 000 pods the two had held the same memory. Not the default of every build: jemalloc's C build
+//! ReplicaSets) jemalloc held 36.5–36.6 MiB of anonymous memory in three runs where glibc held
+//! 40.8–40.9 in two; at 2 000 pods the two had held the same. Their CPU differed by a few per cent at
+//! equal run lengths, within the bench's noise. Not the default of every build: jemalloc's C build
 //! adds about 2.5 minutes to each cold build on two cores, which the tests (debug) would pay for
 //! nothing they check.
 
