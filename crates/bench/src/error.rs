@@ -31,6 +31,10 @@ pub enum BenchError {
     },
     #[error("no scenarios or no rounds to run, or mini-kcm given as its own baseline")]
     NothingToRun,
+    #[error(
+        "--baseline other-mini-kcm and --baseline-binary go together: one names the other's executable"
+    )]
+    BaselineBinary,
 }
 
 impl BenchError {

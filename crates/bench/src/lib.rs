@@ -55,10 +55,15 @@ pub struct BenchArgs {
     /// Burst of each controller client, both sides.
     #[arg(long, default_value_t = 30)]
     pub kube_api_burst: u32,
-    /// What mini-kcm is compared with: upstream's kube-controller-manager, or mini-kcm itself without
-    /// its decision log (to measure what the log costs).
+    /// What mini-kcm is compared with: upstream's kube-controller-manager, mini-kcm itself without
+    /// its decision log (to measure what the log costs), or another mini-kcm build
+    /// (`--baseline-binary`).
     #[arg(long, value_enum, default_value_t = Side::Upstream)]
     pub baseline: Side,
+    /// The executable of the `other-mini-kcm` baseline, e.g. a build with another allocator or
+    /// profile, run in the same invocation as the one benchmarked.
+    #[arg(long)]
+    pub baseline_binary: Option<PathBuf>,
     /// The mini-kcm binary to benchmark (default: this executable).
     #[arg(long)]
     pub mini_kcm_binary: Option<PathBuf>,
@@ -72,6 +77,9 @@ pub struct BenchArgs {
 pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     if args.rounds == 0 || args.scenarios.is_empty() || args.baseline == Side::MiniKcm {
         return Err(BenchError::NothingToRun);
+    }
+    if (args.baseline == Side::OtherMiniKcm) != args.baseline_binary.is_some() {
+        return Err(BenchError::BaselineBinary);
     }
     let begun = Instant::now();
     let load_average_start = load_average();
@@ -121,6 +129,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         plane: info.clone(),
         sizes: sizes.clone(),
         mini_kcm_binary,
+        other_mini_kcm_binary: args.baseline_binary.clone(),
         work_dir,
         audit: audit.clone(),
     };

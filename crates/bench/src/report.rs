@@ -190,6 +190,7 @@ pub fn plot(scenario: &ScenarioResult) -> String {
                 Side::MiniKcm => "#1f77b4".into(),
                 Side::Upstream => "#ff7f0e".into(),
                 Side::MiniKcmNoDecisionLog => "#2ca02c".into(),
+                Side::OtherMiniKcm => "#9467bd".into(),
             },
             dashed: run.round > 1,
             points: run.ready_pods.clone(),

@@ -44,6 +44,7 @@ pub struct Context {
     pub client: Client,
     pub sizes: Sizes,
     pub mini_kcm_binary: PathBuf,
+    pub other_mini_kcm_binary: Option<PathBuf>,
     pub work_dir: PathBuf,
     pub audit: Arc<Mutex<AuditTail>>,
 }
@@ -112,6 +113,7 @@ pub async fn run_side(
     side::write_impersonating_kubeconfig(&ctx.plane, &user, &kubeconfig)?;
     let launch = Launch {
         mini_kcm_binary: ctx.mini_kcm_binary.clone(),
+        other_mini_kcm_binary: ctx.other_mini_kcm_binary.clone(),
         kubeconfig,
         limits,
         log: ctx.work_dir.join(format!("{namespace}.log")),

@@ -21,6 +21,10 @@ pub enum Side {
     Upstream,
     /// mini-kcm with `--decision-log=false`: the baseline that measures what the decision log costs.
     MiniKcmNoDecisionLog,
+    /// Another mini-kcm executable (`--baseline-binary`): compares two builds (allocators, profiles,
+    /// changes) in one invocation, because the plane's pace differs more between invocations than
+    /// such builds differ.
+    OtherMiniKcm,
 }
 
 impl Side {
@@ -29,6 +33,7 @@ impl Side {
             Side::MiniKcm => "mini-kcm",
             Side::Upstream => "upstream",
             Side::MiniKcmNoDecisionLog => "mini-kcm-no-decision-log",
+            Side::OtherMiniKcm => "other-mini-kcm",
         }
     }
 }
@@ -92,6 +97,8 @@ fn impersonate(config: &mut Value, user: &str) {
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub mini_kcm_binary: PathBuf,
+    /// The executable of the `OtherMiniKcm` side.
+    pub other_mini_kcm_binary: Option<PathBuf>,
     pub kubeconfig: PathBuf,
     pub limits: ClientLimits,
     pub log: PathBuf,
@@ -102,9 +109,13 @@ pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<
     let qps = format!("--kube-api-qps={}", launch.limits.qps);
     let burst = format!("--kube-api-burst={}", launch.limits.burst);
     let kubeconfig = format!("--kubeconfig={}", launch.kubeconfig.display());
+    let other = launch.other_mini_kcm_binary.as_ref();
     match side {
-        Side::MiniKcm | Side::MiniKcmNoDecisionLog => (
-            launch.mini_kcm_binary.clone(),
+        Side::MiniKcm | Side::MiniKcmNoDecisionLog | Side::OtherMiniKcm => (
+            match (side, other) {
+                (Side::OtherMiniKcm, Some(binary)) => binary.clone(),
+                _ => launch.mini_kcm_binary.clone(),
+            },
             vec![
                 "run".into(),
                 "--kinds=apps".into(),
@@ -114,7 +125,7 @@ pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<
                 "--leader-elect=false".into(),
                 // Any free port: readiness is shown by the probe objects.
                 "--metrics-addr=127.0.0.1:0".into(),
-                format!("--decision-log={}", side == Side::MiniKcm),
+                format!("--decision-log={}", side != Side::MiniKcmNoDecisionLog),
             ],
         ),
         Side::Upstream => (
@@ -156,5 +167,58 @@ mod tests {
         assert_eq!(config["users"][0]["user"]["as"], "minikcm-bench:x");
         assert_eq!(config["users"][0]["user"]["as-groups"][0], "system:masters");
         assert_eq!(config["users"][0]["user"]["token"], "abc");
+    }
+
+    #[test]
+    fn each_side_runs_its_own_executable_and_options() {
+        let plane = PlaneInfo {
+            state_dir: "/plane".into(),
+            kubeconfig: "/plane/kubeconfig".into(),
+            log_dir: "/plane/logs".into(),
+            bin_dir: "/plane/bin".into(),
+            server: "https://127.0.0.1:6443".into(),
+            pids: Default::default(),
+            ports: Default::default(),
+            nodes: Vec::new(),
+            kubernetes_version: "v1.36.3".into(),
+            startup_seconds: 0.0,
+            real_node: None,
+        };
+        let launch = Launch {
+            mini_kcm_binary: "/a/mini-kcm".into(),
+            other_mini_kcm_binary: Some("/b/mini-kcm".into()),
+            kubeconfig: "/k".into(),
+            limits: ClientLimits::UNTHROTTLED,
+            log: "/log".into(),
+        };
+        let program = |side| command(side, &plane, &launch).0;
+        assert_eq!(program(Side::MiniKcm), Path::new("/a/mini-kcm"));
+        assert_eq!(
+            program(Side::MiniKcmNoDecisionLog),
+            Path::new("/a/mini-kcm")
+        );
+        assert_eq!(program(Side::OtherMiniKcm), Path::new("/b/mini-kcm"));
+        assert_eq!(
+            program(Side::Upstream),
+            plane.bin_dir.join("kube-controller-manager")
+        );
+        let decision_log = |side| {
+            command(side, &plane, &launch)
+                .1
+                .into_iter()
+                .find(|a| a.starts_with("--decision-log="))
+        };
+        assert_eq!(
+            decision_log(Side::MiniKcm).as_deref(),
+            Some("--decision-log=true")
+        );
+        assert_eq!(
+            decision_log(Side::OtherMiniKcm).as_deref(),
+            Some("--decision-log=true")
+        );
+        assert_eq!(
+            decision_log(Side::MiniKcmNoDecisionLog).as_deref(),
+            Some("--decision-log=false")
+        );
     }
 }
