@@ -27,12 +27,14 @@ if grep -qE '^name = "(openssl-sys|native-tls)"$' Cargo.lock; then
   die "Cargo.lock contains openssl-sys or native-tls; the image needs rustls only"
 fi
 
-echo "==> static release binary ($target, +crt-static, jemalloc)"
+echo "==> static release binary ($target, +crt-static, jemalloc, no local-plane commands)"
 # RUSTFLAGS apply to the --target build only, so build scripts and proc macros stay ordinary host
 # binaries. Symbols are stripped: the binary is most of the image. The image's allocator is jemalloc
-# (crates/mini-kcm/src/allocator.rs says why, docs/performance.md "Allocators" has the numbers).
+# (crates/mini-kcm/src/allocator.rs says why, docs/performance.md "Allocators" has the numbers). No
+# `local-plane` commands (`up`, `bench`, ...): a controller in a cluster runs `run`, and a smaller
+# executable is less resident memory (docs/performance.md, "The executable").
 RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
-  cargo build --release --locked -p mini-kcm --features jemalloc --target "$target"
+  cargo build --release --locked -p mini-kcm --no-default-features --features jemalloc --target "$target"
 
 description=$(file -b "$binary")
 case "$description" in
@@ -59,8 +61,14 @@ else
 fi
 
 echo "==> smoke test: read-only root filesystem, no capabilities, UID 65532"
-docker run --rm --read-only --cap-drop ALL --security-opt no-new-privileges --network none \
-  "$image" --version
+help=$(docker run --rm --read-only --cap-drop ALL --security-opt no-new-privileges --network none \
+  "$image" --help) || die "the image's binary failed to run: $help"
+# Built without the `local-plane` commands: `run` is there, `bench` is not.
+grep -qE '^  run ' <<<"$help" || die "the image's binary has no run command: $help"
+if grep -qE '^  bench ' <<<"$help"; then
+  die "the image's binary has the local-plane commands (built with default features?)"
+fi
+echo "    commands: $(awk '/^Commands:/{on=1; next} on && /^  [a-z]/{printf "%s ", $1} /^$/{on=0}' <<<"$help")"
 # jemalloc prints its statistics at exit when asked: proof that the binary allocates with it.
 stats=$(docker run --rm --network none --env _RJEM_MALLOC_CONF=stats_print:true "$image" --version 2>&1) \
   || die "the image's binary failed with jemalloc's statistics on: $stats"

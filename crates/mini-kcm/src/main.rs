@@ -12,12 +12,16 @@
 //! - `mini-kcm conformance` runs Kubernetes' own e2e specs for these controllers on a local plane, with
 //!   `--compare` beside kube-controller-manager's (docs/conformance.md).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
+//!
+//! `up`, `build-plane`, `bench` and `conformance` exist with the `local-plane` feature (the default);
+//! the image is built without it, so it carries only what runs in a cluster.
 
 mod allocator;
 mod duration;
 mod explain;
 mod rollout;
 mod run;
+#[cfg(feature = "local-plane")]
 mod up;
 
 use std::io::IsTerminal;
@@ -51,22 +55,26 @@ enum Command {
     /// Run a local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)
     /// with simulated nodes on 127.0.0.1, in the foreground; `--real-node` adds one node that runs real
     /// containers (containerd, kubelet, kube-proxy).
+    #[cfg(feature = "local-plane")]
     Up(up::UpArgs),
     /// Run the controllers against a cluster (kubeconfig or in-cluster config), like
     /// kube-controller-manager.
     Run(run::RunArgs),
     /// Build (or find cached) the control plane binaries and print where they are.
+    #[cfg(feature = "local-plane")]
     BuildPlane,
     /// Manage the rollout of a Deployment or DaemonSet, apps/v1 or minikcm.dev copy, like
     /// `kubectl rollout`.
     Rollout(rollout::RolloutArgs),
     /// Benchmark mini-kcm against kube-controller-manager on a local plane (docs/performance.md).
+    #[cfg(feature = "local-plane")]
     Bench(mini_kcm_bench::BenchArgs),
     /// Explain what a running manager does to one object and why: queue state, expectations,
     /// ReplicaSets and pods or node map, recent decisions (docs/live-view.md).
     Explain(explain::ExplainArgs),
     /// Run Kubernetes' own e2e specs for Deployments, ReplicaSets and DaemonSets on a local plane with
     /// mini-kcm's controllers (and with kube-controller-manager's: --compare) (docs/conformance.md).
+    #[cfg(feature = "local-plane")]
     Conformance(mini_kcm_conformance::ConformanceArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
@@ -85,14 +93,18 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Json => logs.json().with_current_span(true).init(),
     }
     let result = match cli.command {
+        #[cfg(feature = "local-plane")]
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
+        #[cfg(feature = "local-plane")]
         Command::BuildPlane => up::build_plane().await,
         Command::Explain(args) => explain::run(args).await,
+        #[cfg(feature = "local-plane")]
         Command::Bench(args) => mini_kcm_bench::run(args)
             .await
             .map(|_| ())
             .map_err(Into::into),
+        #[cfg(feature = "local-plane")]
         Command::Conformance(args) => mini_kcm_conformance::run(args)
             .await
             .map(|_| ())
