@@ -80,8 +80,7 @@ enum Command {
     Version,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
@@ -92,7 +91,39 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().with_current_span(true).init(),
     }
-    let result = match cli.command {
+    let threads = match &cli.command {
+        Command::Run(args) => args.threads,
+        // The local plane, the benchmark and conformance drivers supervise processes and watch many
+        // objects at once: one thread per CPU, tokio's default.
+        _ => 0,
+    };
+    let runtime = match async_runtime(threads) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("mini-kcm: error: starting the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(run_command(cli.command))
+}
+
+/// The async runtime: `threads` 1 is tokio's current-thread runtime (every task on the main thread), 0
+/// its multi-thread runtime with one worker per CPU (or `TOKIO_WORKER_THREADS`), N that many workers.
+fn async_runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        0 => tokio::runtime::Builder::new_multi_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    };
+    builder.enable_all().build()
+}
+
+async fn run_command(command: Command) -> std::process::ExitCode {
+    let result = match command {
         #[cfg(feature = "local-plane")]
         Command::Up(args) => up::run(args).await,
         Command::Run(args) => run::run(args).await,
@@ -122,5 +153,37 @@ async fn main() -> std::process::ExitCode {
             eprintln!("mini-kcm: error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::runtime::RuntimeFlavor;
+
+    #[test]
+    fn run_uses_one_thread_by_default_and_the_other_commands_one_per_cpu() {
+        let threads = |args: &[&str]| match Cli::parse_from(args).command {
+            Command::Run(run) => run.threads,
+            _ => 0,
+        };
+        assert_eq!(threads(&["mini-kcm", "run"]), 1);
+        assert_eq!(threads(&["mini-kcm", "run", "--threads", "4"]), 4);
+        assert_eq!(threads(&["mini-kcm", "version"]), 0);
+    }
+
+    #[test]
+    fn threads_choose_the_runtime() {
+        let one = async_runtime(1).unwrap();
+        assert_eq!(one.handle().runtime_flavor(), RuntimeFlavor::CurrentThread);
+        let three = async_runtime(3).unwrap();
+        assert_eq!(three.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(three.metrics().num_workers(), 3);
+        let per_cpu = async_runtime(0).unwrap();
+        assert_eq!(
+            per_cpu.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
+        assert!(per_cpu.metrics().num_workers() >= 1);
     }
 }

@@ -40,6 +40,11 @@ pub struct RunArgs {
     concurrent_deployment_syncs: usize,
     #[arg(long, default_value_t = 2)]
     concurrent_daemonset_syncs: usize,
+    /// Threads that run the controllers. 1 (the default) runs everything on one thread, which costs the
+    /// least CPU: the controllers wait on the API server far more than they compute, and a second thread
+    /// mostly adds wake-ups between threads (docs/performance.md). 0: one per CPU.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// Requests per second of each controller's client (0 = unlimited).
     #[arg(long, default_value_t = 20.0)]
     kube_api_qps: f32,
