@@ -19,4 +19,5 @@ pub mod ownership;
 pub mod pods;
 pub mod selector;
 pub mod slow_start;
+mod transport;
 pub mod worker;
