@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
@@ -139,7 +139,8 @@ impl TestNamespace {
         }
     }
 
-    /// The workload objects, pods and events of the namespace and the tails of the component logs.
+    /// The workload objects, pods and events of the namespace, the nodes' taints and unhealthy conditions
+    /// (why a pod stays unscheduled or is evicted) and the tails of the component logs.
     pub async fn dump(&self) -> String {
         let mut out = String::from("---- namespace dump ----\n");
         out += &self.dump_kind::<Deployment>("deployments").await;
@@ -164,6 +165,7 @@ impl TestNamespace {
             }
             Err(e) => out += &format!("events: cannot list: {e}\n"),
         }
+        out += &self.dump_nodes().await;
         for component in [
             Component::ControllerManager,
             Component::Scheduler,
@@ -173,6 +175,46 @@ impl TestNamespace {
                 "---- last lines of {} ----\n{}\n",
                 self.plane.log_file(component).display(),
                 self.plane.log_tail(component, 15)
+            );
+        }
+        out
+    }
+
+    /// One line per node: its taints and every condition not in its healthy state (`Ready` not `True`,
+    /// a pressure or unavailability condition not `False`).
+    async fn dump_nodes(&self) -> String {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = match nodes.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(e) => return format!("nodes: cannot list: {e}\n"),
+        };
+        let mut out = format!("nodes ({}):\n", list.items.len());
+        for node in list.items {
+            let spec = node.spec.unwrap_or_default();
+            let taints: Vec<String> = spec
+                .taints
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| format!("{}={}:{}", t.key, t.value.unwrap_or_default(), t.effect))
+                .collect();
+            let unhealthy: Vec<String> = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| (c.type_ == "Ready") != (c.status == "True"))
+                .map(|c| {
+                    format!(
+                        "{}={} ({})",
+                        c.type_,
+                        c.status,
+                        c.message.unwrap_or_default()
+                    )
+                })
+                .collect();
+            out += &format!(
+                "  {} taints {taints:?} unhealthy conditions {unhealthy:?}\n",
+                node.metadata.name.unwrap_or_default()
             );
         }
         out

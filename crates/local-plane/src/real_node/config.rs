@@ -93,7 +93,10 @@ pub(super) struct KubeletPaths<'a> {
 /// A KubeletConfiguration for this host: cgroup v1 allowed, cgroupfs, pods under a cgroup of their own
 /// (so teardown finds every pod process), the taint that keeps pods that do not ask for it away, the API
 /// server authenticated by client certificate from the plane CA, no image garbage collection (imported
-/// images cannot be pulled again) and eviction thresholds that a busy CI disk does not trip.
+/// images cannot be pulled again) and no eviction for disk: the node's filesystem is the host's, shared
+/// with the builds and images of the run that started it, so its fill level says nothing about the node's
+/// pods (a CI run that left 2 GB of a 252 GB disk tripped `nodefs.available: 1%`, evicted the pods and
+/// tainted the node `disk-pressure`). The kubelet ignores a threshold of `0%`.
 pub(super) fn kubelet(paths: &KubeletPaths<'_>) -> String {
     let (key, value) = REAL_NODE_TAINT;
     format!(
@@ -130,9 +133,10 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard:
   memory.available: 50Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+  imagefs.inodesFree: "0%"
 nodeStatusReportFrequency: 10s
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
@@ -209,6 +213,26 @@ mod tests {
             text.contains("- key: mini-kcm.dev/real-node\n  value: \"true\"\n  effect: NoSchedule")
         );
         assert!(text.contains("port: 1234\n"));
+    }
+
+    #[test]
+    fn kubelet_never_evicts_for_the_shared_host_disk() {
+        let text = kubelet(&KubeletPaths {
+            ca_cert: Path::new("/p/ca.crt"),
+            containerd_socket: Path::new("/p/containerd.sock"),
+            pod_logs: Path::new("/p/pods"),
+            port: 1234,
+            healthz_port: 1235,
+        });
+        for signal in [
+            "nodefs.available",
+            "nodefs.inodesFree",
+            "imagefs.available",
+            "imagefs.inodesFree",
+        ] {
+            assert!(text.contains(&format!("  {signal}: \"0%\"\n")), "{signal}");
+        }
+        assert!(text.contains("  memory.available: 50Mi\n"));
     }
 
     #[test]
