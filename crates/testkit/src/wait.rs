@@ -180,44 +180,19 @@ impl TestNamespace {
         out
     }
 
-    /// One line per node: its taints and every condition not in its healthy state (`Ready` not `True`,
-    /// a pressure or unavailability condition not `False`).
+    /// One line per node (see [`node_line`]).
     async fn dump_nodes(&self) -> String {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let list = match nodes.list(&ListParams::default()).await {
-            Ok(list) => list,
-            Err(e) => return format!("nodes: cannot list: {e}\n"),
-        };
-        let mut out = format!("nodes ({}):\n", list.items.len());
-        for node in list.items {
-            let spec = node.spec.unwrap_or_default();
-            let taints: Vec<String> = spec
-                .taints
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| format!("{}={}:{}", t.key, t.value.unwrap_or_default(), t.effect))
-                .collect();
-            let unhealthy: Vec<String> = node
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|c| (c.type_ == "Ready") != (c.status == "True"))
-                .map(|c| {
-                    format!(
-                        "{}={} ({})",
-                        c.type_,
-                        c.status,
-                        c.message.unwrap_or_default()
-                    )
-                })
-                .collect();
-            out += &format!(
-                "  {} taints {taints:?} unhealthy conditions {unhealthy:?}\n",
-                node.metadata.name.unwrap_or_default()
-            );
+        match nodes.list(&ListParams::default()).await {
+            Ok(list) => {
+                let mut out = format!("nodes ({}):\n", list.items.len());
+                for node in list.items {
+                    out += &format!("  {}\n", node_line(node));
+                }
+                out
+            }
+            Err(e) => format!("nodes: cannot list: {e}\n"),
         }
-        out
     }
 
     /// The `minikcm.dev` copies of a kind (nothing if the CRDs are not installed).
@@ -278,4 +253,82 @@ fn summary<K: serde::Serialize>(object: &K) -> serde_json::Value {
         meta.remove("managedFields");
     }
     value
+}
+
+/// A node's name, taints and every condition not in its healthy state (`Ready` not `True`, a pressure or
+/// unavailability condition not `False`): why a pod stays unscheduled or is evicted.
+fn node_line(node: Node) -> String {
+    let taints: Vec<String> = node
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| format!("{}={}:{}", t.key, t.value.unwrap_or_default(), t.effect))
+        .collect();
+    let unhealthy: Vec<String> = node
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| match c.type_.as_str() {
+            "Ready" => c.status != "True",
+            _ => c.status != "False",
+        })
+        .map(|c| {
+            format!(
+                "{}={} ({})",
+                c.type_,
+                c.status,
+                c.message.unwrap_or_default()
+            )
+        })
+        .collect();
+    format!(
+        "{} taints {taints:?} unhealthy conditions {unhealthy:?}",
+        node.metadata.name.unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(taints: serde_json::Value, conditions: serde_json::Value) -> Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "spec": {"taints": taints},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_node_under_disk_pressure_says_so() {
+        let line = node_line(node(
+            serde_json::json!([{"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}]),
+            serde_json::json!([
+                {"type": "Ready", "status": "True"},
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "DiskPressure", "status": "True", "message": "low on ephemeral-storage"},
+                {"type": "PIDPressure", "status": "Unknown"},
+            ]),
+        ));
+        assert_eq!(
+            line,
+            "n1 taints [\"node.kubernetes.io/disk-pressure=:NoSchedule\"] unhealthy conditions \
+             [\"DiskPressure=True (low on ephemeral-storage)\", \"PIDPressure=Unknown ()\"]"
+        );
+    }
+
+    #[test]
+    fn a_healthy_node_lists_nothing() {
+        let line = node_line(node(
+            serde_json::json!([]),
+            serde_json::json!([
+                {"type": "Ready", "status": "True"},
+                {"type": "DiskPressure", "status": "False"},
+            ]),
+        ));
+        assert_eq!(line, "n1 taints [] unhealthy conditions []");
+    }
 }
