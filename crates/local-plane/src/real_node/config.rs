@@ -197,15 +197,19 @@ pub(super) fn kubeconfig(server: &str, ca: &Path, cert: &Path, key: &Path) -> St
 mod tests {
     use super::*;
 
-    #[test]
-    fn kubelet_allows_cgroup_v1_and_taints_itself() {
-        let text = kubelet(&KubeletPaths {
+    fn sample_kubelet() -> String {
+        kubelet(&KubeletPaths {
             ca_cert: Path::new("/p/ca.crt"),
             containerd_socket: Path::new("/p/containerd.sock"),
             pod_logs: Path::new("/p/pods"),
             port: 1234,
             healthz_port: 1235,
-        });
+        })
+    }
+
+    #[test]
+    fn kubelet_allows_cgroup_v1_and_taints_itself() {
+        let text = sample_kubelet();
         assert!(text.contains("failCgroupV1: false"));
         assert!(text.contains("cgroupDriver: cgroupfs"));
         assert!(text.contains("containerRuntimeEndpoint: unix:///p/containerd.sock"));
@@ -217,13 +221,7 @@ mod tests {
 
     #[test]
     fn kubelet_never_evicts_for_the_shared_host_disk() {
-        let text = kubelet(&KubeletPaths {
-            ca_cert: Path::new("/p/ca.crt"),
-            containerd_socket: Path::new("/p/containerd.sock"),
-            pod_logs: Path::new("/p/pods"),
-            port: 1234,
-            healthz_port: 1235,
-        });
+        let text = sample_kubelet();
         for signal in [
             "nodefs.available",
             "nodefs.inodesFree",
