@@ -10,8 +10,7 @@
 //!
 //! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), the manager
 //! killed repeatedly during concurrent rollouts (Deployments and a DaemonSet), and the plane's etcd,
-//! kube-controller-manager, kube-scheduler and kwok restarted mid-rollout; and the controllers' clients
-//! on HTTP/2 through a short freeze. Bad input (malformed and edge-case objects) is
+//! kube-controller-manager, kube-scheduler and kwok restarted mid-rollout. Bad input (malformed and edge-case objects) is
 //! in `bad_input.rs`.
 
 // Test code: a panic is the failure report.
@@ -195,61 +194,6 @@ async fn frozen_mid_rollout(family: ApiFamily, freeze: Duration) {
         "bounds broken around the freeze: {violations:?}"
     );
     manager.stop().await;
-}
-
-/// The controllers' clients speak HTTP/2 to the API server (negotiated by ALPN), so the requests of a
-/// batch share one connection instead of each opening its own; and requests cut off by a frozen API
-/// server do not break the client: once the server runs again, the same client gets its answers. (The
-/// 90 s freeze above outlasts the connections' pings: there every client's connection is replaced.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_clients_speak_http2_and_outlast_a_frozen_api_server() {
-    let _one = ONE_FAULT_AT_A_TIME.lock().await;
-    let plane = plane();
-    let config = mini_kcm_local_plane::config_from_kubeconfig(&plane.kubeconfig)
-        .await
-        .unwrap();
-    let client = mini_kcm_runtime::client::controller_client(
-        config,
-        &mini_kcm_runtime::client::ControllerClientOptions {
-            name: "http2-test".into(),
-            identity: "e2e".into(),
-            limit: mini_kcm_runtime::client::ClientRateLimit { qps: 0.0, burst: 0 },
-            metrics: None,
-            fence: None,
-        },
-    )
-    .unwrap();
-    let versions = |client: kube::Client| async move {
-        let requests = (0..8).map(|_| {
-            let request = http::Request::get("/version")
-                .body(kube::client::Body::empty())
-                .unwrap();
-            client.send(request)
-        });
-        futures::future::join_all(requests)
-            .await
-            .into_iter()
-            .map(|response| response.unwrap().version())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        versions(client.clone()).await,
-        vec![http::Version::HTTP_2; 8]
-    );
-
-    let apiserver = component_pid(Component::ApiServer).unwrap();
-    let pid = libc::pid_t::try_from(apiserver).unwrap();
-    // SAFETY: signals to a process of our own plane.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
-    // The fault's duration, not a wait for a condition.
-    let frozen = tokio::time::timeout(Duration::from_secs(5), versions(client.clone())).await;
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
-    assert!(frozen.is_err(), "a frozen API server answered");
-    let after = tokio::time::timeout(TIMEOUT, versions(client))
-        .await
-        .unwrap();
-    assert_eq!(after, vec![http::Version::HTTP_2; 8]);
 }
 
 /// Every watch expires (etcd compacted to its current revision, the API server restarted) right after a

@@ -11,9 +11,6 @@
 //!   `rest_client_request_duration_seconds{verb,host}`), plus a `client` label naming the controller;
 //! - its own **User-Agent** (`mini-kcm/<version> (<identity>) <controller>`), so the API server's audit
 //!   log and metrics tell the controllers, and the replicas, apart.
-//!
-//! Underneath, the requests go over HTTP/2 when the server offers it: one connection per client that
-//! every request in flight shares, as client-go's (`transport.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -89,7 +86,7 @@ pub fn controller_client(
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let builder = crate::transport::client_builder(config)?
+    let builder = kube::client::ClientBuilder::try_from(config)?
         .with_layer(&RequestMetricsLayer {
             metrics: options.metrics.clone(),
             client: options.name.clone(),

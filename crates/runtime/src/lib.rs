@@ -19,5 +19,4 @@ pub mod ownership;
 pub mod pods;
 pub mod selector;
 pub mod slow_start;
-mod transport;
 pub mod worker;
