@@ -10,7 +10,7 @@ use crate::BenchError;
 use crate::audit::ClientRequests;
 use crate::scenario::{Scenario, Size, Sizes};
 use crate::side::{ClientLimits, Side};
-use crate::stats::{median, ratio};
+use crate::stats::{MIN_ROUNDS_FOR_P, median, range, rank_sum_p, ratio};
 use crate::svg::{Series, step_chart};
 
 /// One side in one round of one scenario.
@@ -46,7 +46,8 @@ pub struct RunResult {
     pub ready_pods: Vec<(f64, f64)>,
 }
 
-/// The medians of one metric on both sides.
+/// The medians of one metric on both sides, their ranges, and whether they differ beyond the rounds'
+/// scatter.
 #[derive(Debug, Clone, Serialize)]
 pub struct MetricSummary {
     pub metric: String,
@@ -55,6 +56,12 @@ pub struct MetricSummary {
     pub baseline: Option<f64>,
     /// mini-kcm / baseline.
     pub ratio: Option<f64>,
+    /// Smallest and largest value over mini-kcm's rounds.
+    pub mini_kcm_range: Option<(f64, f64)>,
+    pub baseline_range: Option<(f64, f64)>,
+    /// The rank-sum test's p-value (see [`rank_sum_p`]): small (say below 0.05) when the sides differ
+    /// beyond what the rounds scatter; `None` below [`MIN_ROUNDS_FOR_P`] rounds per side.
+    pub p: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -106,21 +113,24 @@ const METRICS: [(&str, ReadMetric); 8] = [
     ("API writes", |r| r.requests_writes as f64),
 ];
 
-/// Medians per side and their ratio, for every metric.
+/// Medians per side, their ratio, ranges and p-value, for every metric.
 pub fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
     METRICS
         .iter()
         .map(|(metric, read)| {
-            let of = |side: Side| {
-                let values: Vec<f64> = runs.iter().filter(|r| r.side == side).map(read).collect();
-                median(&values)
+            let of = |side: Side| -> Vec<f64> {
+                runs.iter().filter(|r| r.side == side).map(read).collect()
             };
-            let (mini_kcm, baseline) = (of(Side::MiniKcm), of(baseline));
+            let (ours, theirs) = (of(Side::MiniKcm), of(baseline));
+            let (mini_kcm, baseline) = (median(&ours), median(&theirs));
             MetricSummary {
                 metric: metric.to_string(),
                 mini_kcm,
                 baseline,
                 ratio: ratio(mini_kcm, baseline),
+                mini_kcm_range: range(&ours),
+                baseline_range: range(&theirs),
+                p: rank_sum_p(&ours, &theirs),
             }
         })
         .collect()
@@ -132,14 +142,20 @@ pub fn table(report: &Report) -> String {
     let baseline = report.baseline.name();
     let _ = writeln!(
         out,
-        "mini-kcm bench: size {}, {} round(s), medians; ratio = mini-kcm / {baseline}",
+        "mini-kcm bench: size {}, {} round(s), medians (ranges); ratio = mini-kcm / {baseline}",
         size_name(report.size),
         report.rounds
     );
+    if report.rounds as usize >= MIN_ROUNDS_FOR_P {
+        let _ = writeln!(
+            out,
+            "p: how often two sides that do not differ would look this far apart (rank-sum test)"
+        );
+    }
     let _ = writeln!(
         out,
-        "{:<34} {:>12} {:>12} {:>8}",
-        "", "mini-kcm", baseline, "ratio"
+        "{:<34} {:>22} {:>22} {:>8} {:>6}",
+        "", "mini-kcm", baseline, "ratio", "p"
     );
     for scenario in &report.scenarios {
         let _ = writeln!(
@@ -152,11 +168,12 @@ pub fn table(report: &Report) -> String {
         for metric in &scenario.summary {
             let _ = writeln!(
                 out,
-                "  {:<32} {:>12} {:>12} {:>8}",
+                "  {:<32} {:>22} {:>22} {:>8} {:>6}",
                 metric.metric,
-                number(metric.mini_kcm, 2),
-                number(metric.baseline, 2),
-                number(metric.ratio, 2)
+                with_range(metric.mini_kcm, metric.mini_kcm_range),
+                with_range(metric.baseline, metric.baseline_range),
+                number(metric.ratio, 2),
+                p_value(metric.p)
             );
         }
     }
@@ -167,6 +184,27 @@ fn size_name(size: Size) -> &'static str {
     match size {
         Size::Small => "small",
         Size::Full => "full",
+    }
+}
+
+/// A median, followed by the range of the rounds when they differ.
+fn with_range(median: Option<f64>, range: Option<(f64, f64)>) -> String {
+    match range {
+        Some((min, max)) if min < max => format!(
+            "{} ({}–{})",
+            number(median, 2),
+            number(Some(min), 2),
+            number(Some(max), 2)
+        ),
+        _ => number(median, 2),
+    }
+}
+
+/// Two decimals, or "<0.01" rather than a p-value of 0.00, which no finite number of rounds gives.
+fn p_value(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.01 => "<0.01".into(),
+        p => number(p, 2),
     }
 }
 
@@ -269,6 +307,10 @@ mod tests {
         assert_eq!(time.mini_kcm, Some(12.0));
         assert_eq!(time.baseline, Some(25.0));
         assert_eq!(time.ratio, Some(12.0 / 25.0));
+        assert_eq!(time.mini_kcm_range, Some((10.0, 50.0)));
+        assert_eq!(time.baseline_range, Some((20.0, 30.0)));
+        // Three rounds per side are too few for a p-value.
+        assert_eq!(time.p, None);
         let writes = summary.iter().find(|m| m.metric == "API writes").unwrap();
         assert_eq!(writes.ratio, Some(110.0 / 60.0));
         let peak = summary
@@ -319,5 +361,40 @@ mod tests {
         assert_eq!(table.lines().count(), 3 + METRICS.len());
         let svg = plot(&report.scenarios[0]);
         assert!(svg.contains("mini-kcm r1") && svg.contains("#1f77b4"));
+    }
+
+    #[test]
+    fn from_four_rounds_per_side_the_summary_has_a_p_value() {
+        let runs: Vec<RunResult> = (1..=4)
+            .flat_map(|round| {
+                let faster = f64::from(round);
+                [
+                    run(Side::MiniKcm, round, faster, 100),
+                    run(Side::Upstream, round, faster + 10.0, 100),
+                ]
+            })
+            .collect();
+        let summary = summarize(&runs, Side::Upstream);
+        let time = &summary[0];
+        let p = time.p.unwrap();
+        assert!((p - 2.0 / 70.0).abs() < 1e-12, "{p}");
+        // The same writes in every round on both sides: no difference at all.
+        let writes = summary.iter().find(|m| m.metric == "API writes").unwrap();
+        assert_eq!(writes.p, Some(1.0));
+        assert_eq!(writes.mini_kcm_range, Some((100.0, 100.0)));
+    }
+
+    #[test]
+    fn ranges_show_only_when_rounds_differ() {
+        assert_eq!(with_range(Some(1.5), Some((1.5, 1.5))), "1.50");
+        assert_eq!(with_range(Some(1.5), Some((1.25, 2.0))), "1.50 (1.25–2.00)");
+        assert_eq!(with_range(None, None), "-");
+    }
+
+    #[test]
+    fn small_p_values_are_not_printed_as_zero() {
+        assert_eq!(p_value(Some(7.4e-7)), "<0.01");
+        assert_eq!(p_value(Some(0.04)), "0.04");
+        assert_eq!(p_value(None), "-");
     }
 }
