@@ -58,6 +58,7 @@ pub struct MetricSummary {
     pub ratio: Option<f64>,
     /// Smallest and largest value over mini-kcm's rounds.
     pub mini_kcm_range: Option<(f64, f64)>,
+    /// The same over the baseline's rounds.
     pub baseline_range: Option<(f64, f64)>,
     /// The rank-sum test's p-value (see [`rank_sum_p`]): small (say below 0.05) when the sides differ
     /// beyond what the rounds scatter; `None` below [`MIN_ROUNDS_FOR_P`] rounds per side.
