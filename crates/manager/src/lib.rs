@@ -20,7 +20,8 @@ use mini_kcm_daemonset::{DaemonSetController, DaemonSetOptions};
 use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
 use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetOptions};
 use mini_kcm_runtime::client::{
-    ClientRateLimit, ControllerClientOptions, RestClientMetrics, WriteFence, controller_client,
+    ClientRateLimit, ControllerClientOptions, RequestBudget, RestClientMetrics, WriteFence,
+    controller_client,
 };
 use mini_kcm_runtime::controller::Controller;
 use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
@@ -78,6 +79,8 @@ struct BuildContext<'a> {
     informers: &'a SharedInformers,
     /// The controller's own client (shared by its instances of both families).
     client: kube::Client,
+    /// The budget `client` draws from (its event writes yield to its other requests).
+    budget: RequestBudget,
     options: &'a ManagerOptions,
     metrics: ControllerMetrics,
     decisions: DecisionLog,
@@ -111,6 +114,7 @@ fn build_replica_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<
     let mut options = ReplicaSetOptions::new(family);
     options.workers = cx.options.concurrent_replicaset_syncs;
     options.decisions = cx.decisions;
+    options.budget = cx.budget;
     Arc::new(ReplicaSetController::new(
         cx.informers,
         cx.client,
@@ -123,6 +127,7 @@ fn build_deployment_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<d
     let mut options = DeploymentOptions::new(family);
     options.workers = cx.options.concurrent_deployment_syncs;
     options.decisions = cx.decisions;
+    options.budget = cx.budget;
     options.max_retry_delay = cx.options.deployment_max_retry_delay;
     Arc::new(DeploymentController::new(
         cx.informers,
@@ -136,6 +141,7 @@ fn build_daemon_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<d
     let mut options = DaemonSetOptions::new(family);
     options.workers = cx.options.concurrent_daemonset_syncs;
     options.decisions = cx.decisions;
+    options.budget = cx.budget;
     Arc::new(DaemonSetController::new(
         cx.informers,
         cx.client,
@@ -159,15 +165,18 @@ pub async fn run(
     version::register_process_and_build_info(&registry)?;
     // With leader election, the controllers' writes pass only while the lease is held.
     let fence = options.leader_election.as_ref().map(|_| WriteFence::new());
+    // Each client has a budget of its own, as each of kube-controller-manager's clients has.
     let client_options = |name: &str, fence: Option<WriteFence>| ControllerClientOptions {
         name: name.to_string(),
         identity: options.identity.clone(),
-        limit,
+        budget: RequestBudget::new(limit),
         metrics: Some(rest_metrics.clone()),
         fence,
     };
     let client_for = |name: &str| {
-        controller_client(config.clone(), &client_options(name, fence.clone()))
+        let settings = client_options(name, fence.clone());
+        controller_client(config.clone(), &settings)
+            .map(|client| (client, settings.budget))
             .map_err(ManagerError::Client)
     };
     let informer_client =
@@ -225,11 +234,12 @@ pub async fn run(
             descriptor.metrics_subsystem,
             Some(queue_metrics.clone()),
         )?;
-        let client = client_for(descriptor.client)?;
+        let (client, budget) = client_for(descriptor.client)?;
         for family in &families {
             let context = BuildContext {
                 informers: &informers,
                 client: client.clone(),
+                budget: budget.clone(),
                 options: &options,
                 metrics: metrics.clone(),
                 decisions: decisions.clone(),

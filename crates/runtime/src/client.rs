@@ -3,7 +3,10 @@
 //! Each controller's client carries, as tower layers around kube's client (outermost first):
 //! - a **rate limit** like client-go's: `--kube-api-qps` (20) with bursts of `--kube-api-burst` (30), so
 //!   one busy controller cannot starve the others or flood the API server; each request reserves a token
-//!   from a bucket and waits until the token exists;
+//!   from the controller's [`RequestBudget`] and waits until the token exists. The controller's event
+//!   writes draw from the same budget (as upstream's, whose event broadcaster shares the controller's
+//!   client) but yield to its other requests: they wait, up to a second, until the bucket is half full
+//!   again, so a burst of pod creations is not spaced out by the events that report it;
 //! - a **write fence** (leader election): while this process does not hold the lease, every mutating
 //!   request fails before it is sent, so a replica that lost its lease cannot write even from a sync that
 //!   was already running;
@@ -48,8 +51,8 @@ pub struct ControllerClientOptions {
     pub name: String,
     /// Who this process is: the leader-election identity (pod name plus a random suffix).
     pub identity: String,
-    /// qps <= 0 disables the limit.
-    pub limit: ClientRateLimit,
+    /// The token bucket its requests draw from (shared with the controller's event writes).
+    pub budget: RequestBudget,
     pub metrics: Option<RestClientMetrics>,
     /// With leader election: writes pass only while the lease is held.
     pub fence: Option<WriteFence>,
@@ -95,7 +98,7 @@ pub fn controller_client(
         .with_layer(&FenceLayer {
             fence: options.fence.clone(),
         })
-        .with_layer(&RateLimitLayer::new(options.limit));
+        .with_layer(&RateLimitLayer::from_budget(&options.budget));
     Ok(builder.build())
 }
 
@@ -109,7 +112,7 @@ pub fn rate_limited_client(
         &ControllerClientOptions {
             name: "client".into(),
             identity: "local".into(),
-            limit,
+            budget: RequestBudget::new(limit),
             metrics: None,
             fence: None,
         },
@@ -125,6 +128,82 @@ pub fn unreachable_client() -> Result<kube::Client, kube::Error> {
 
 // ---- rate limit ----
 
+/// How long, at most, event writes wait for spare tokens in one busy period of the controller; after
+/// that they queue for tokens like any request until the bucket is half full again, so events are late
+/// by about a second at most and never starved.
+const EVENT_PATIENCE: Duration = Duration::from_secs(1);
+
+/// One controller's request budget: the token bucket its client's requests draw from (none when
+/// qps <= 0), and the deferral of its event writes. Clones share both.
+#[derive(Clone, Debug, Default)]
+pub struct RequestBudget {
+    bucket: Option<Arc<BucketRateLimiter>>,
+    deferral: Arc<Mutex<EventDeferral>>,
+}
+
+/// The current busy period, as the event writes see it.
+#[derive(Debug, Default)]
+struct EventDeferral {
+    /// When the first event write of this busy period started waiting.
+    since: Option<Instant>,
+    /// The period has lasted longer than [`EVENT_PATIENCE`]: events no longer wait for spare tokens.
+    patience_spent: bool,
+}
+
+impl RequestBudget {
+    pub fn new(limit: ClientRateLimit) -> Self {
+        RequestBudget {
+            bucket: (limit.qps > 0.0)
+                .then(|| Arc::new(BucketRateLimiter::new(f64::from(limit.qps), limit.burst))),
+            deferral: Arc::default(),
+        }
+    }
+
+    /// No limit (tests, and `qps <= 0`).
+    pub fn unlimited() -> Self {
+        RequestBudget::default()
+    }
+
+    /// Waits until an event write may draw a token without holding up the controller's own requests:
+    /// until the bucket is at least half full, or [`EVENT_PATIENCE`] into the current busy period. The
+    /// write then reserves its token as any request does. Upstream's event writes take their turn with
+    /// the pod creations they report, so a DaemonSet of 20 pods at QPS 20/30 (a revision, 20 pods,
+    /// 20 events: 41 tokens against a burst of 30) creates its last pods at QPS pace; here the pods go
+    /// first, within the burst, and the events follow.
+    pub async fn wait_for_spare_tokens(&self) {
+        let Some(bucket) = &self.bucket else {
+            return;
+        };
+        let half = f64::from(bucket.burst()) / 2.0;
+        loop {
+            let until_half = bucket.time_until_holding(half);
+            let wait = {
+                let mut deferral = self
+                    .deferral
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                if until_half.is_zero() {
+                    // Not busy: a new period starts with the next wait.
+                    *deferral = EventDeferral::default();
+                    return;
+                }
+                if deferral.patience_spent {
+                    return;
+                }
+                let now = Instant::now();
+                let since = *deferral.since.get_or_insert(now);
+                let patience_left = (since + EVENT_PATIENCE).saturating_duration_since(now);
+                if patience_left.is_zero() {
+                    deferral.patience_spent = true;
+                    return;
+                }
+                until_half.min(patience_left)
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
 /// A tower layer that spaces requests by a token bucket (none when qps <= 0).
 #[derive(Clone)]
 pub struct RateLimitLayer {
@@ -133,9 +212,13 @@ pub struct RateLimitLayer {
 
 impl RateLimitLayer {
     pub fn new(limit: ClientRateLimit) -> Self {
+        RateLimitLayer::from_budget(&RequestBudget::new(limit))
+    }
+
+    /// Requests draw from `budget` (shared with whoever else holds it).
+    pub fn from_budget(budget: &RequestBudget) -> Self {
         RateLimitLayer {
-            bucket: (limit.qps > 0.0)
-                .then(|| Arc::new(BucketRateLimiter::new(f64::from(limit.qps), limit.burst))),
+            bucket: budget.bucket.clone(),
         }
     }
 }
@@ -430,6 +513,64 @@ mod tests {
         }
         // 3 free (burst), then 2 more at 100 ms each.
         assert_eq!(start.elapsed(), Duration::from_millis(200));
+    }
+
+    /// Spends `n` tokens as the controller's requests would.
+    fn spend(budget: &RequestBudget, n: usize) {
+        let bucket = budget.bucket.as_ref().unwrap();
+        for _ in 0..n {
+            RateLimiter::<()>::when(bucket.as_ref(), &());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn event_writes_wait_until_the_bucket_is_half_full_again() {
+        let budget = RequestBudget::new(ClientRateLimit {
+            qps: 10.0,
+            burst: 10,
+        });
+        // A full bucket: no wait.
+        let start = Instant::now();
+        budget.wait_for_spare_tokens().await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // The controller leaves 2 tokens: 3 more (300 ms) make half of 10.
+        spend(&budget, 8);
+        budget.wait_for_spare_tokens().await;
+        assert_eq!(start.elapsed(), Duration::from_millis(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_a_long_busy_period_events_wait_once_then_queue_like_any_request() {
+        let budget = RequestBudget::new(ClientRateLimit {
+            qps: 10.0,
+            burst: 10,
+        });
+        // 30 tokens of debt: half a bucket is 3.5 s away, longer than the patience.
+        spend(&budget, 40);
+        let start = Instant::now();
+        budget.wait_for_spare_tokens().await;
+        assert_eq!(start.elapsed(), EVENT_PATIENCE);
+        // Still busy: the next event write does not wait again.
+        spend(&budget, 10);
+        budget.wait_for_spare_tokens().await;
+        assert_eq!(start.elapsed(), EVENT_PATIENCE);
+        // Once the bucket is half full again, a new busy period makes events wait again.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        budget.wait_for_spare_tokens().await;
+        spend(&budget, 10);
+        let again = Instant::now();
+        budget.wait_for_spare_tokens().await;
+        assert_eq!(again.elapsed(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unlimited_budget_never_makes_events_wait() {
+        let start = Instant::now();
+        RequestBudget::unlimited().wait_for_spare_tokens().await;
+        RequestBudget::new(ClientRateLimit { qps: 0.0, burst: 0 })
+            .wait_for_spare_tokens()
+            .await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     #[derive(Clone)]

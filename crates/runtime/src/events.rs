@@ -6,6 +6,8 @@
 //! event on the spot (see [`crate::event_correlation`]: a burst of similar events becomes a few Events
 //! whose counts are patched) and queues the resulting write on a bounded channel; one background task
 //! makes the writes, retrying transient failures like client-go's broadcaster (12 tries, 10 s apart).
+//! The writes draw from the controller's request budget but let its other requests go first
+//! ([`RequestBudget::wait_for_spare_tokens`]).
 //! Correlation keeps the queue short; if it still fills, the write is dropped, counted in
 //! `<controller>_events_dropped_total` and logged.
 
@@ -20,6 +22,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::mpsc;
 
 use crate::api_errors::is_not_found;
+use crate::client::RequestBudget;
 use crate::event_correlation::{Correlated, EventCorrelator, EventIdentity, SeriesId};
 
 /// client-go's `maxQueuedEvents`.
@@ -84,11 +87,17 @@ pub struct EventRecorder {
 }
 
 impl EventRecorder {
-    /// Starts the publishing task. Must be called inside a tokio runtime.
-    /// Drops (queue full) are counted in `dropped`.
-    pub fn new(client: Client, controller: &str, dropped: EventDrops) -> Self {
+    /// Starts the publishing task, which writes through `client` once `budget` (the client's) has
+    /// tokens to spare. Must be called inside a tokio runtime. Drops (queue full) are counted in
+    /// `dropped`.
+    pub fn new(
+        client: Client,
+        budget: RequestBudget,
+        controller: &str,
+        dropped: EventDrops,
+    ) -> Self {
         let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
-        tokio::spawn(publish(client, controller.to_string(), rx));
+        tokio::spawn(publish(client, budget, controller.to_string(), rx));
         Self::with_sender(controller, tx, dropped)
     }
 
@@ -194,7 +203,12 @@ impl EventRecorder {
 }
 
 /// The background task: makes each write, remembering which Event each series created.
-async fn publish(client: Client, component: String, mut rx: mpsc::Receiver<EventWrite>) {
+async fn publish(
+    client: Client,
+    budget: RequestBudget,
+    component: String,
+    mut rx: mpsc::Receiver<EventWrite>,
+) {
     let mut names: HashMap<SeriesId, String> = HashMap::new();
     while let Some(write) = rx.recv().await {
         if names.len() >= REMEMBERED_SERIES && !names.contains_key(&write.series) {
@@ -203,6 +217,7 @@ async fn publish(client: Client, component: String, mut rx: mpsc::Receiver<Event
         }
         let mut tries = 0;
         loop {
+            budget.wait_for_spare_tokens().await;
             match write_once(&client, &component, &write, &mut names).await {
                 Ok(()) => break,
                 Err(e) if is_final(&e) => {

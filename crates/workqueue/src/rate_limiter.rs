@@ -142,6 +142,34 @@ impl BucketRateLimiter {
         }
         Duration::from_nanos(nanos as u64)
     }
+
+    /// The bucket's capacity.
+    pub fn burst(&self) -> u32 {
+        self.burst
+    }
+
+    /// How long until the bucket holds at least `tokens` (counting the debt of reservations already
+    /// made), if nobody reserves meanwhile; zero if it does now. Reserves nothing: a caller with lower
+    /// priority looks first, and reserves with [`RateLimiter::when`] once the tokens are there.
+    pub fn time_until_holding(&self, tokens: f64) -> Duration {
+        if self.qps == f64::INFINITY {
+            return Duration::ZERO;
+        }
+        let bucket = lock(&self.state);
+        let now = Instant::now();
+        let elapsed = bucket
+            .last
+            .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
+        let held =
+            (bucket.tokens + elapsed.as_secs_f64() * self.qps.max(0.0)).min(f64::from(self.burst));
+        if held >= tokens {
+            Duration::ZERO
+        } else if tokens > f64::from(self.burst) {
+            Duration::MAX
+        } else {
+            self.duration_from_tokens(tokens - held)
+        }
+    }
 }
 
 impl<K> RateLimiter<K> for BucketRateLimiter {
@@ -345,6 +373,26 @@ mod tests {
         }
         assert_eq!(RateLimiter::<u32>::when(&b, &0), ms(100));
         assert_eq!(RateLimiter::<u32>::num_requeues(&b, &0), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn time_until_holding_counts_the_debt_and_reserves_nothing() {
+        let bucket = BucketRateLimiter::new(10.0, 4);
+        assert_eq!(bucket.time_until_holding(4.0), Duration::ZERO);
+        for _ in 0..5 {
+            RateLimiter::<()>::when(&bucket, &());
+        }
+        // One token in debt: two tokens are 300 ms away, however often we ask.
+        assert_eq!(bucket.time_until_holding(2.0), Duration::from_millis(300));
+        assert_eq!(bucket.time_until_holding(2.0), Duration::from_millis(300));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(bucket.time_until_holding(2.0), Duration::from_millis(200));
+        // More than the bucket can hold: never.
+        assert_eq!(bucket.time_until_holding(5.0), Duration::MAX);
+        assert_eq!(
+            BucketRateLimiter::new(f64::INFINITY, 0).time_until_holding(1.0),
+            Duration::ZERO
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -32,6 +32,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::discovery::ApiResource;
+use mini_kcm_runtime::client::RequestBudget;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
@@ -68,6 +69,9 @@ pub struct DaemonSetOptions {
     pub burst_replicas: usize,
     /// Where syncs file their decisions (disabled by default).
     pub decisions: DecisionLog,
+    /// The request budget of the client the controller is given, which its event writes draw from
+    /// without holding up its other requests (unlimited by default).
+    pub budget: RequestBudget,
 }
 
 impl DaemonSetOptions {
@@ -77,6 +81,7 @@ impl DaemonSetOptions {
             workers: 2,
             burst_replicas: BURST_REPLICAS,
             decisions: DecisionLog::disabled(),
+            budget: RequestBudget::unlimited(),
         }
     }
 }
@@ -138,6 +143,7 @@ impl DaemonSetController {
         let resource = WorkloadKind::DaemonSet.api_resource(family);
         let recorder = EventRecorder::new(
             client.clone(),
+            options.budget.clone(),
             EVENT_COMPONENT,
             metrics.events_dropped.clone(),
         );

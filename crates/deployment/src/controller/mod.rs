@@ -20,6 +20,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::discovery::ApiResource;
+use mini_kcm_runtime::client::RequestBudget;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
@@ -53,6 +54,9 @@ pub struct DeploymentOptions {
     pub max_retry_delay: Duration,
     /// Where syncs file their decisions (disabled by default).
     pub decisions: DecisionLog,
+    /// The request budget of the client the controller is given, which its event writes draw from
+    /// without holding up its other requests (unlimited by default).
+    pub budget: RequestBudget,
 }
 
 /// The per-key cap of client-go's `DefaultControllerRateLimiter`.
@@ -65,6 +69,7 @@ impl DeploymentOptions {
             workers: 5,
             max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
             decisions: DecisionLog::disabled(),
+            budget: RequestBudget::unlimited(),
         }
     }
 }
@@ -127,6 +132,7 @@ impl DeploymentController {
                 ),
                 recorder: EventRecorder::new(
                     client.clone(),
+                    options.budget.clone(),
                     EVENT_COMPONENT,
                     metrics.events_dropped.clone(),
                 ),

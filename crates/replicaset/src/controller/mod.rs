@@ -18,6 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::discovery::ApiResource;
+use mini_kcm_runtime::client::RequestBudget;
 use mini_kcm_runtime::consistency::ConsistencyStore;
 use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
 use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
@@ -46,6 +47,9 @@ pub struct ReplicaSetOptions {
     pub burst_replicas: usize,
     /// Where syncs file their decisions (disabled by default).
     pub decisions: DecisionLog,
+    /// The request budget of the client the controller is given, which its event writes draw from
+    /// without holding up its other requests (unlimited by default).
+    pub budget: RequestBudget,
 }
 
 impl ReplicaSetOptions {
@@ -55,6 +59,7 @@ impl ReplicaSetOptions {
             workers: 5,
             burst_replicas: BURST_REPLICAS,
             decisions: DecisionLog::disabled(),
+            budget: RequestBudget::unlimited(),
         }
     }
 }
@@ -102,6 +107,7 @@ impl ReplicaSetController {
         consistency.track(&replica_sets);
         let recorder = EventRecorder::new(
             client.clone(),
+            options.budget.clone(),
             EVENT_COMPONENT,
             metrics.events_dropped.clone(),
         );
