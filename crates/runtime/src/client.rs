@@ -5,8 +5,8 @@
 //!   one busy controller cannot starve the others or flood the API server; each request reserves a token
 //!   from the controller's [`RequestBudget`] and waits until the token exists. The controller's event
 //!   writes draw from the same budget (as upstream's, whose event broadcaster shares the controller's
-//!   client) but yield to its other requests: they wait, up to a second, until the bucket is half full
-//!   again, so a burst of pod creations is not spaced out by the events that report it;
+//!   client) but with lower priority ([`RequestBudget::wait_for_spare_tokens`], used by
+//!   [`crate::events`]);
 //! - a **write fence** (leader election): while this process does not hold the lease, every mutating
 //!   request fails before it is sent, so a replica that lost its lease cannot write even from a sync that
 //!   was already running;
@@ -128,26 +128,11 @@ pub fn unreachable_client() -> Result<kube::Client, kube::Error> {
 
 // ---- rate limit ----
 
-/// How long, at most, event writes wait for spare tokens in one busy period of the controller; after
-/// that they queue for tokens like any request until the bucket is half full again, so events are late
-/// by about a second at most and never starved.
-const EVENT_PATIENCE: Duration = Duration::from_secs(1);
-
 /// One controller's request budget: the token bucket its client's requests draw from (none when
-/// qps <= 0), and the deferral of its event writes. Clones share both.
+/// qps <= 0). Clones share the bucket.
 #[derive(Clone, Debug, Default)]
 pub struct RequestBudget {
     bucket: Option<Arc<BucketRateLimiter>>,
-    deferral: Arc<Mutex<EventDeferral>>,
-}
-
-/// The current busy period, as the event writes see it.
-#[derive(Debug, Default)]
-struct EventDeferral {
-    /// When the first event write of this busy period started waiting.
-    since: Option<Instant>,
-    /// The period has lasted longer than [`EVENT_PATIENCE`]: events no longer wait for spare tokens.
-    patience_spent: bool,
 }
 
 impl RequestBudget {
@@ -155,7 +140,6 @@ impl RequestBudget {
         RequestBudget {
             bucket: (limit.qps > 0.0)
                 .then(|| Arc::new(BucketRateLimiter::new(f64::from(limit.qps), limit.burst))),
-            deferral: Arc::default(),
         }
     }
 
@@ -164,42 +148,23 @@ impl RequestBudget {
         RequestBudget::default()
     }
 
-    /// Waits until an event write may draw a token without holding up the controller's own requests:
-    /// until the bucket is at least half full, or [`EVENT_PATIENCE`] into the current busy period. The
-    /// write then reserves its token as any request does. Upstream's event writes take their turn with
-    /// the pod creations they report, so a DaemonSet of 20 pods at QPS 20/30 (a revision, 20 pods,
-    /// 20 events: 41 tokens against a burst of 30) creates its last pods at QPS pace; here the pods go
-    /// first, within the burst, and the events follow.
-    pub async fn wait_for_spare_tokens(&self) {
+    /// Waits until a request of low priority (an event write) may take a token without holding up
+    /// the controller's other requests: until the bucket is at least half full (counting the tokens
+    /// already reserved), or until `deadline`, whichever comes first. Reserves nothing; the request
+    /// then reserves its token as any request does.
+    pub async fn wait_for_spare_tokens(&self, deadline: Instant) {
         let Some(bucket) = &self.bucket else {
             return;
         };
         let half = f64::from(bucket.burst()) / 2.0;
         loop {
             let until_half = bucket.time_until_holding(half);
-            let wait = {
-                let mut deferral = self
-                    .deferral
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                if until_half.is_zero() {
-                    // Not busy: a new period starts with the next wait.
-                    *deferral = EventDeferral::default();
-                    return;
-                }
-                if deferral.patience_spent {
-                    return;
-                }
-                let now = Instant::now();
-                let since = *deferral.since.get_or_insert(now);
-                let patience_left = (since + EVENT_PATIENCE).saturating_duration_since(now);
-                if patience_left.is_zero() {
-                    deferral.patience_spent = true;
-                    return;
-                }
-                until_half.min(patience_left)
-            };
-            tokio::time::sleep(wait).await;
+            let until_deadline = deadline.saturating_duration_since(Instant::now());
+            if until_half.is_zero() || until_deadline.is_zero() {
+                return;
+            }
+            // Others may reserve meanwhile: look again after the sleep.
+            tokio::time::sleep(until_half.min(until_deadline)).await;
         }
     }
 }
@@ -524,51 +489,69 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn event_writes_wait_until_the_bucket_is_half_full_again() {
+    async fn low_priority_requests_wait_until_the_bucket_is_half_full_again() {
         let budget = RequestBudget::new(ClientRateLimit {
             qps: 10.0,
             burst: 10,
         });
-        // A full bucket: no wait.
         let start = Instant::now();
-        budget.wait_for_spare_tokens().await;
+        let far = start + Duration::from_secs(60);
+        // A full bucket: no wait.
+        budget.wait_for_spare_tokens(far).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
         // The controller leaves 2 tokens: 3 more (300 ms) make half of 10.
         spend(&budget, 8);
-        budget.wait_for_spare_tokens().await;
+        budget.wait_for_spare_tokens(far).await;
         assert_eq!(start.elapsed(), Duration::from_millis(300));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn in_a_long_busy_period_events_wait_once_then_queue_like_any_request() {
+    async fn tokens_reserved_during_the_wait_prolong_it() {
         let budget = RequestBudget::new(ClientRateLimit {
             qps: 10.0,
             burst: 10,
         });
-        // 30 tokens of debt: half a bucket is 3.5 s away, longer than the patience.
-        spend(&budget, 40);
+        spend(&budget, 10);
         let start = Instant::now();
-        budget.wait_for_spare_tokens().await;
-        assert_eq!(start.elapsed(), EVENT_PATIENCE);
-        // Still busy: the next event write does not wait again.
-        spend(&budget, 10);
-        budget.wait_for_spare_tokens().await;
-        assert_eq!(start.elapsed(), EVENT_PATIENCE);
-        // Once the bucket is half full again, a new busy period makes events wait again.
-        tokio::time::advance(Duration::from_secs(10)).await;
-        budget.wait_for_spare_tokens().await;
-        spend(&budget, 10);
-        let again = Instant::now();
-        budget.wait_for_spare_tokens().await;
-        assert_eq!(again.elapsed(), Duration::from_millis(500));
+        let waiting = budget.clone();
+        let waiter = tokio::spawn(async move {
+            waiting
+                .wait_for_spare_tokens(Instant::now() + Duration::from_secs(60))
+                .await;
+            Instant::now()
+        });
+        // 200 ms in, the controller takes the 2 tokens that came back: half is 700 ms away then.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        spend(&budget, 2);
+        let done = waiter.await.unwrap();
+        assert_eq!(done - start, Duration::from_millis(700));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_unlimited_budget_never_makes_events_wait() {
+    async fn low_priority_requests_wait_no_longer_than_their_deadline() {
+        let budget = RequestBudget::new(ClientRateLimit {
+            qps: 10.0,
+            burst: 10,
+        });
+        // 30 tokens of debt: half a bucket is 3.5 s away.
+        spend(&budget, 40);
         let start = Instant::now();
-        RequestBudget::unlimited().wait_for_spare_tokens().await;
+        budget
+            .wait_for_spare_tokens(start + Duration::from_secs(1))
+            .await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        // A deadline already past: no wait at all.
+        budget.wait_for_spare_tokens(start).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unlimited_budget_never_makes_anyone_wait() {
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+        RequestBudget::unlimited().wait_for_spare_tokens(far).await;
         RequestBudget::new(ClientRateLimit { qps: 0.0, burst: 0 })
-            .wait_for_spare_tokens()
+            .wait_for_spare_tokens(far)
             .await;
         assert_eq!(start.elapsed(), Duration::ZERO);
     }

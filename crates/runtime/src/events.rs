@@ -6,8 +6,11 @@
 //! event on the spot (see [`crate::event_correlation`]: a burst of similar events becomes a few Events
 //! whose counts are patched) and queues the resulting write on a bounded channel; one background task
 //! makes the writes, retrying transient failures like client-go's broadcaster (12 tries, 10 s apart).
-//! The writes draw from the controller's request budget but let its other requests go first
-//! ([`RequestBudget::wait_for_spare_tokens`]).
+//! The writes draw from the controller's request budget with lower priority than its other requests:
+//! a write waits until the budget has tokens to spare, but no longer than [`EVENT_PATIENCE`] after the
+//! event was recorded, then takes its turn like any request. Upstream's event writes take their turn
+//! with the pod creations they report, so a burst of creations beyond half the client's burst is
+//! spaced out by its own events, and the status write that follows waits behind them.
 //! Correlation keeps the queue short; if it still fills, the write is dropped, counted in
 //! `<controller>_events_dropped_total` and logged.
 
@@ -33,6 +36,10 @@ const MAX_TRIES: u32 = 12;
 const RETRY_SLEEP: Duration = Duration::from_secs(10);
 /// How many series names the publisher remembers (like the correlator's tables).
 const REMEMBERED_SERIES: usize = 4096;
+/// How long after it was recorded an event write stops waiting for spare tokens. The publisher writes
+/// in order, so one busy period delays the events recorded in it by about this much, the later ones
+/// having spent their patience while queued.
+pub const EVENT_PATIENCE: Duration = Duration::from_secs(1);
 
 /// `<subsystem>_events_dropped_total`: event writes dropped because the publisher's queue was full.
 #[derive(Clone)]
@@ -66,6 +73,10 @@ impl EventDrops {
 
 /// One write for the publisher.
 struct EventWrite {
+    /// When the event happened (its timestamps and name, as upstream's recorder stamps them).
+    recorded: Time,
+    /// The same moment on the monotonic clock: the write's patience runs from it.
+    recorded_at: tokio::time::Instant,
     series: SeriesId,
     /// The count to write (1: a new Event).
     count: i32,
@@ -182,6 +193,8 @@ impl EventRecorder {
             }
         };
         let write = EventWrite {
+            recorded: Time(k8s_openapi::jiff::Timestamp::now()),
+            recorded_at: tokio::time::Instant::now(),
             series,
             count,
             type_,
@@ -217,7 +230,9 @@ async fn publish(
         }
         let mut tries = 0;
         loop {
-            budget.wait_for_spare_tokens().await;
+            budget
+                .wait_for_spare_tokens(write.recorded_at + EVENT_PATIENCE)
+                .await;
             match write_once(&client, &component, &write, &mut names).await {
                 Ok(()) => break,
                 Err(e) if is_final(&e) => {
@@ -262,13 +277,13 @@ async fn write_once(
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| "default".to_string());
     let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let happened = write.recorded.clone();
     if write.count > 1
         && let Some(name) = names.get(&write.series)
     {
         let patch = serde_json::json!({
             "count": write.count,
-            "lastTimestamp": now,
+            "lastTimestamp": happened,
             "message": write.message,
         });
         match api
@@ -281,7 +296,10 @@ async fn write_once(
             Err(e) => return Err(e),
         }
     }
-    let name = event_name(write.regarding.name.as_deref().unwrap_or_default(), &now);
+    let name = event_name(
+        write.regarding.name.as_deref().unwrap_or_default(),
+        &happened,
+    );
     let event = Event {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -295,8 +313,8 @@ async fn write_once(
         action: Some(write.action.clone()),
         type_: Some(write.type_.to_string()),
         count: Some(write.count),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
+        first_timestamp: Some(happened.clone()),
+        last_timestamp: Some(happened),
         source: Some(EventSource {
             component: Some(component.to_string()),
             host: None,
@@ -338,6 +356,107 @@ pub fn object_reference<K: kube::Resource>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::{ClientRateLimit, RateLimitLayer};
+    use tower::Layer;
+
+    /// A client drawing from `budget` whose API server answers every request with an Event and
+    /// reports each request's method, path and arrival on the channel.
+    fn recording_client(
+        budget: &RequestBudget,
+    ) -> (
+        Client,
+        mpsc::UnboundedReceiver<(String, tokio::time::Instant)>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let _ = tx.send((
+                format!("{} {}", request.method(), request.uri().path()),
+                tokio::time::Instant::now(),
+            ));
+            let event = serde_json::json!({
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": "web.1", "namespace": "ns"}, "involvedObject": {}
+            });
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(201)
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(
+                            serde_json::to_vec(&event).unwrap_or_default(),
+                        ))
+                        .unwrap(),
+                )
+            }
+        });
+        let client = Client::new(RateLimitLayer::from_budget(budget).layer(service), "ns");
+        (client, rx)
+    }
+
+    fn replica_set() -> ObjectReference {
+        ObjectReference {
+            api_version: Some("apps/v1".into()),
+            kind: Some("ReplicaSet".into()),
+            namespace: Some("ns".into()),
+            name: Some("web".into()),
+            uid: Some("uid-1".into()),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_write_lets_the_controllers_requests_go_first() {
+        let budget = RequestBudget::new(ClientRateLimit {
+            qps: 10.0,
+            burst: 10,
+        });
+        let (client, mut seen) = recording_client(&budget);
+        let recorder = EventRecorder::new(
+            client.clone(),
+            budget,
+            "replicaset-controller",
+            EventDrops::unregistered(),
+        );
+        let start = tokio::time::Instant::now();
+        // With the bucket full, an event goes at once.
+        recorder.normal(
+            &replica_set(),
+            None,
+            "SuccessfulCreate",
+            "Create",
+            "Created pod: web-a".into(),
+        );
+        let (request, at) = seen.recv().await.unwrap();
+        assert_eq!(request, "POST /api/v1/namespaces/ns/events");
+        assert_eq!(at, start);
+        // The controller spends the rest of the burst; the next event waits until half of it is back
+        // (5 tokens at 10 per second), while a controller request made meanwhile is not held up.
+        let events: Api<Event> = Api::namespaced(client, "ns");
+        for _ in 0..9 {
+            events.get("web.1").await.unwrap();
+            seen.recv().await.unwrap();
+        }
+        recorder.normal(
+            &replica_set(),
+            None,
+            "SuccessfulCreate",
+            "Create",
+            "Created pod: web-b".into(),
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        events.get("web.1").await.unwrap();
+        let (request, at) = seen.recv().await.unwrap();
+        assert_eq!(
+            (request.as_str(), at - start),
+            (
+                "GET /api/v1/namespaces/ns/events/web.1",
+                Duration::from_millis(100)
+            )
+        );
+        let (request, at) = seen.recv().await.unwrap();
+        assert_eq!(request, "POST /api/v1/namespaces/ns/events");
+        assert_eq!(at - start, Duration::from_millis(600));
+    }
 
     #[test]
     fn event_names_follow_client_go_and_stay_valid() {
