@@ -1,6 +1,7 @@
 //! One API client per controller, as kube-controller-manager gives each controller its own.
 //!
-//! Each controller's client carries, as tower layers around kube's client (outermost first):
+//! Each controller's client carries, as tower layers around the transport of [`crate::transport`] (kube's
+//! stack, with `TCP_NODELAY`), outermost first:
 //! - a **rate limit** like client-go's: `--kube-api-qps` (20) with bursts of `--kube-api-burst` (30), so
 //!   one busy controller cannot starve the others or flood the API server; each request reserves a token
 //!   from the controller's [`RequestBudget`] and waits until the token exists. The controller's event
@@ -89,7 +90,7 @@ pub fn controller_client(
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let builder = kube::client::ClientBuilder::try_from(config)?
+    let builder = crate::transport::client_builder(config)?
         .with_layer(&RequestMetricsLayer {
             metrics: options.metrics.clone(),
             client: options.name.clone(),

@@ -19,4 +19,5 @@ pub mod ownership;
 pub mod pods;
 pub mod selector;
 pub mod slow_start;
+pub mod transport;
 pub mod worker;
