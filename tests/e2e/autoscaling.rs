@@ -22,13 +22,14 @@ use k8s_openapi::api::autoscaling::v2::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::Api;
-use kube::api::{Object, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mini_kcm_e2e::{TIMEOUT, TestManager, app_selector, is_active, pod_template, selector};
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector, WorkloadKind,
 };
+use mini_kcm_runtime::object::Workload;
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -39,7 +40,7 @@ fn plane() -> &'static PlaneInfo {
 }
 
 /// A copy of a scalable kind, as the controllers read it.
-type Copy<P, S> = Object<P, StatusWithSelector<S>>;
+type Copy<P, S> = Workload<P, StatusWithSelector<S>>;
 
 const INITIAL_REPLICAS: i32 = 2;
 /// Within the HPA's [minReplicas, maxReplicas] = [1, 5]: the HPA clamps the target to that range before

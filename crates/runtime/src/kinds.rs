@@ -1,8 +1,8 @@
 //! The workload kinds and their two API families.
 //!
 //! Every controller handles `apps/v1` objects and their CRD copies in `minikcm.dev/v1` with ONE code
-//! path: objects are `kube::api::Object<Spec, Status>` (spec and status types from k8s-openapi, identical
-//! in both families) and the family only decides the runtime [`ApiResource`]. The one difference is
+//! path: objects are [`Workload<Spec, Status>`](crate::object::Workload) (spec and status types from
+//! k8s-openapi, identical in both families) and the family only decides the runtime [`ApiResource`]. The one difference is
 //! `status.selector` of the scalable kinds, which only the copies store: see [`StatusWithSelector`].
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -12,18 +12,18 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::Object;
 use kube::discovery::ApiResource;
 use serde::{Deserialize, Serialize};
 
 use crate::informers::{Indexer, Informer, SharedInformers};
+use crate::object::Workload;
 use crate::pods::cached::CachedPod;
 use crate::selector::label_selector_string;
 
 /// A ReplicaSet of either family.
-pub type ReplicaSetObject = Object<ReplicaSetSpec, StatusWithSelector<ReplicaSetStatus>>;
+pub type ReplicaSetObject = Workload<ReplicaSetSpec, StatusWithSelector<ReplicaSetStatus>>;
 /// A Deployment of either family.
-pub type DeploymentObject = Object<DeploymentSpec, StatusWithSelector<DeploymentStatus>>;
+pub type DeploymentObject = Workload<DeploymentSpec, StatusWithSelector<DeploymentStatus>>;
 
 /// The status of a scalable kind (ReplicaSet, Deployment): the apps/v1 status plus the copies' extra
 /// `status.selector`, the pods' label selector in string form.
@@ -73,7 +73,7 @@ impl<S> std::ops::DerefMut for StatusWithSelector<S> {
     }
 }
 /// A DaemonSet of either family.
-pub type DaemonSetObject = Object<DaemonSetSpec, DaemonSetStatus>;
+pub type DaemonSetObject = Workload<DaemonSetSpec, DaemonSetStatus>;
 
 /// The group of the CRD copies.
 pub const COPIES_GROUP: &str = "minikcm.dev";
@@ -222,13 +222,13 @@ pub fn workload_informer<P, U>(
     informers: &SharedInformers,
     kind: WorkloadKind,
     family: ApiFamily,
-) -> Informer<Object<P, U>>
+) -> Informer<Workload<P, U>>
 where
     P: Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     U: Clone + Default + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    informers.informer::<Object<P, U>>(&kind.api_resource(family), || {
-        vec![Indexer::new(CONTROLLER_UID_INDEX, |o: &Object<P, U>| {
+    informers.informer::<Workload<P, U>>(&kind.api_resource(family), || {
+        vec![Indexer::new(CONTROLLER_UID_INDEX, |o: &Workload<P, U>| {
             vec![match controller_uid(&o.metadata) {
                 Some(uid) => uid.to_string(),
                 None => orphan_index_value(o.metadata.namespace.as_deref().unwrap_or_default()),

@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod int_or_percent;
 pub mod kinds;
 pub mod metrics;
+pub mod object;
 pub mod ownership;
 pub mod pods;
 pub mod selector;

@@ -171,11 +171,13 @@ where
     let mut can_adopt = Some(can_adopt);
     for child in candidates {
         let meta = child.meta();
-        let name = meta.name.clone().unwrap_or_default();
+        // Owned name only for the rare writes: most children are kept, pass after pass.
+        let name = || meta.name.clone().unwrap_or_default();
         match claim_action(owner, meta, matches(&child)) {
             ClaimAction::Keep => outcome.claimed.push(child),
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
+                let name = name();
                 if !adoption_checked {
                     adoption_checked = true;
                     if let Some(check) = can_adopt.take()
@@ -218,6 +220,7 @@ where
                 }
             }
             ClaimAction::Release => {
+                let name = name();
                 let Some(release) = release_patch(meta, &owner.uid) else {
                     continue;
                 };

@@ -86,25 +86,24 @@ impl ReplicaSetController {
         // Snapshot: this ReplicaSet's pods and the namespace's orphans.
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let candidates = pods_for_owner(&s.pods, namespace, &uid);
-        let active: Vec<Arc<CachedPod>> = candidates
-            .iter()
-            .filter(|p| is_pod_active(p))
-            .cloned()
-            .collect();
-        let owner = OwnerInfo::of(rs.as_ref(), &s.resource);
-        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), namespace);
-        let sets_api: Api<ReplicaSetObject> =
-            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
         let labels_match = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
-        let recheck_owner = || s.replica_sets.recheck(&sets_api, &rs);
-        let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
-            .await?
-            .claimed;
         let terminating = candidates
             .iter()
             .filter(|p| is_pod_terminating(p))
             .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()) && labels_match(p))
             .count();
+        let active: Vec<Arc<CachedPod>> = candidates
+            .into_iter()
+            .filter(|p| is_pod_active(p))
+            .collect();
+        let owner = OwnerInfo::of(rs.as_ref(), &s.resource);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), namespace);
+        let sets_api: Api<ReplicaSetObject> =
+            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+        let recheck_owner = || s.replica_sets.recheck(&sets_api, &rs);
+        let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
+            .await?
+            .claimed;
 
         let desired = usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0);
         decisions::observe("desired", desired);

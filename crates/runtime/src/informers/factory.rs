@@ -69,7 +69,7 @@ impl Watched for k8s_openapi::api::core::v1::Node {
     }
 }
 
-impl<P, U> Watched for kube::api::Object<P, U>
+impl<P, U> Watched for crate::object::Workload<P, U>
 where
     P: Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     U: Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,

@@ -32,11 +32,10 @@
 //!   (ranking; a missing status counts as no restarts).
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Affinity, ContainerStatus, NodeAffinity, Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::Deserialize;
 
@@ -44,7 +43,10 @@ use serde::Deserialize;
 /// these fields.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct CachedPod {
-    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+    #[serde(
+        default,
+        deserialize_with = "crate::object::metadata_without_managed_fields"
+    )]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: Option<CachedPodSpec>,
@@ -116,67 +118,6 @@ pub struct ContainerRestarts {
     pub name: String,
     #[serde(default)]
     pub restart_count: i32,
-}
-
-/// `ObjectMeta` without `managedFields` (on a pod, often larger than everything kept here together),
-/// and without `selfLink`, which no server sets any more.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MetaProjection {
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    creation_timestamp: Option<Time>,
-    #[serde(default)]
-    deletion_grace_period_seconds: Option<i64>,
-    #[serde(default)]
-    deletion_timestamp: Option<Time>,
-    #[serde(default)]
-    finalizers: Option<Vec<String>>,
-    #[serde(default)]
-    generate_name: Option<String>,
-    #[serde(default)]
-    generation: Option<i64>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    owner_references: Option<Vec<OwnerReference>>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-}
-
-impl From<MetaProjection> for ObjectMeta {
-    fn from(m: MetaProjection) -> Self {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            uid: m.uid,
-            managed_fields: None,
-            self_link: None,
-        }
-    }
-}
-
-fn metadata_without_managed_fields<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<ObjectMeta, D::Error> {
-    MetaProjection::deserialize(deserializer).map(ObjectMeta::from)
 }
 
 impl CachedPod {
