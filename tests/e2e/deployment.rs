@@ -187,7 +187,17 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
     // As upstream: the controller's bookkeeping never bumps the generation (apps/v1 writes the revision
     // annotation with the status), and its writes carry its name as field manager.
     assert_eq!(d.metadata.generation, Some(1), "generation after create");
-    let managers: BTreeSet<&str> = rs
+    // The controllers' types skip managedFields while decoding: read the stored ReplicaSet whole.
+    let whole: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &WorkloadKind::ReplicaSet.api_resource(family),
+    );
+    let stored = whole
+        .get(rs.metadata.name.as_deref().unwrap())
+        .await
+        .unwrap();
+    let managers: BTreeSet<&str> = stored
         .metadata
         .managed_fields
         .iter()
