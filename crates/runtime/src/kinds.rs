@@ -2,8 +2,9 @@
 //!
 //! Every controller handles `apps/v1` objects and their CRD copies in `minikcm.dev/v1` with ONE code
 //! path: objects are [`Workload<Spec, Status>`](crate::object::Workload) (spec and status types from
-//! k8s-openapi, identical in both families) and the family only decides the runtime [`ApiResource`]. The one difference is
-//! `status.selector` of the scalable kinds, which only the copies store: see [`StatusWithSelector`].
+//! k8s-openapi, identical in both families) and the family only decides the runtime [`ApiResource`].
+//! The one difference is `status.selector` of the scalable kinds, which only the copies store: see
+//! [`StatusWithSelector`].
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::apps::v1::{
