@@ -1,5 +1,6 @@
 //! `mini-kcm bench` as a CI smoke test: the small sizes, one round. It starts its own plane, runs every
-//! scenario against mini-kcm and against kube-controller-manager, and must produce a complete report.
+//! scenario against mini-kcm, against kube-controller-manager and with no controller (the plane's
+//! floor), and must produce a complete report.
 //! Timings are not asserted (the machine is shared); only that every number was measured.
 
 // Test code: a panic is the failure report.
@@ -82,6 +83,21 @@ fn bench_measures_every_scenario_on_both_sides() {
             let series = run["ready_pods"].as_array().unwrap();
             let last = series.last().unwrap()[1].as_f64().unwrap();
             assert!(last > 0.0, "{what}: ready pods {series:?}");
+        }
+        // The plane's floor ran too, and ended with its pods Ready.
+        let floors = scenario["plane_floor"].as_array().unwrap();
+        assert_eq!(floors.len(), 1, "{name}");
+        assert!(floors[0]["seconds_to_done"].as_f64().unwrap() > 0.0);
+        let series = floors[0]["ready_pods"].as_array().unwrap();
+        assert!(
+            series.last().unwrap()[1].as_f64().unwrap() > 0.0,
+            "{name}: floor {series:?}"
+        );
+        for run in runs {
+            assert_eq!(
+                run["plane_floor_seconds"], floors[0]["seconds_to_done"],
+                "{name}"
+            );
         }
         let ratios: Vec<&Value> = scenario["summary"]
             .as_array()

@@ -5,11 +5,13 @@
 //! daemonset controllers) run one after the other with the same client limits, each in a fresh
 //! namespace with the other stopped. Reported per scenario and side: time from the create or update
 //! until the status says done, API requests per client from the audit log, CPU seconds, peak and
-//! steady RSS. Output: a table of medians and ratios on stdout, `bench.json` and one SVG plot per
-//! scenario (ready pods over time). See docs/performance.md.
+//! steady RSS. Each round also measures the plane's floor: the scenario's pod work with no
+//! controller (`floor`). Output: a table of medians and ratios on stdout, `bench.json` and one SVG
+//! plot per scenario (ready pods over time). See docs/performance.md.
 
 mod audit;
 mod error;
+mod floor;
 mod report;
 mod run;
 mod scenario;
@@ -36,7 +38,8 @@ pub use side::{ClientLimits, Side};
 /// The command line of `mini-kcm bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Rounds per scenario; each round runs mini-kcm, then upstream.
+    /// Rounds per scenario; each round runs the plane's floor (unless turned off), mini-kcm, then
+    /// upstream.
     #[arg(long, default_value_t = 2)]
     pub rounds: u32,
     /// Which scenarios to run (comma-separated).
@@ -71,6 +74,10 @@ pub struct BenchArgs {
     /// such as 3 000 measures the RSS per cached pod in a fraction of the full run's time.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub steady_pods: Option<u32>,
+    /// Also run each scenario's pod work with no controller, once per round (the plane's floor:
+    /// the time no controller can beat, see docs/performance.md).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub plane_floor: bool,
 }
 
 /// Runs the benchmark, prints progress on stderr and the table on stdout, writes the files.
@@ -134,7 +141,8 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         audit: audit.clone(),
     };
 
-    let total_runs = args.scenarios.len() as u32 * args.rounds * 2;
+    let runs_per_round = if args.plane_floor { 3 } else { 2 };
+    let total_runs = args.scenarios.len() as u32 * args.rounds * runs_per_round;
     let mut done_runs = 0u32;
     let mut scenarios = Vec::new();
     for &scenario in &args.scenarios {
@@ -144,7 +152,24 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             limits
         };
         let mut runs = Vec::new();
+        let mut plane_floor = Vec::new();
         for round in 1..=args.rounds {
+            let mut floor_seconds = None;
+            if args.plane_floor {
+                done_runs += 1;
+                eprintln!(
+                    "bench: [{done_runs}/{total_runs}] {} round {round}/{}: plane floor (no controller) ...",
+                    scenario.name(),
+                    args.rounds,
+                );
+                let floor = floor::run_floor(&ctx, scenario, round).await?;
+                eprintln!(
+                    "bench: [{done_runs}/{total_runs}]   done in {:.2}s",
+                    floor.seconds_to_done
+                );
+                floor_seconds = Some(floor.seconds_to_done);
+                plane_floor.push(floor);
+            }
             for side in [Side::MiniKcm, args.baseline] {
                 done_runs += 1;
                 eprintln!(
@@ -153,7 +178,9 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
                     args.rounds,
                     side.name()
                 );
-                let result = run::run_side(&ctx, scenario, side, round, scenario_limits).await?;
+                let mut result =
+                    run::run_side(&ctx, scenario, side, round, scenario_limits).await?;
+                result.plane_floor_seconds = floor_seconds;
                 eprintln!(
                     "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s, peak RSS {:.0} MiB, steady RSS {:.0} MiB ({:.1} MiB anonymous)",
                     result.startup_seconds,
@@ -171,6 +198,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             description: scenario.describe(&sizes),
             limits: scenario_limits,
             runs,
+            plane_floor,
             summary: Vec::new(),
         });
     }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::BenchError;
 use crate::audit::ClientRequests;
+use crate::floor::FloorRun;
 use crate::scenario::{Scenario, Size, Sizes};
 use crate::side::{ClientLimits, Side};
 use crate::stats::{MIN_ROUNDS_FOR_P, median, range, rank_sum_p, ratio};
@@ -25,6 +26,8 @@ pub struct RunResult {
     pub startup_seconds: f64,
     /// From the create or update until the status says done.
     pub seconds_to_done: f64,
+    /// The plane's floor in the same round (see `floor`): the time no controller can beat.
+    pub plane_floor_seconds: Option<f64>,
     /// User plus system CPU of the whole process life (start-up, scenario, settling).
     pub cpu_seconds: f64,
     /// CPU spent during the settle window after the scenario was done.
@@ -71,6 +74,8 @@ pub struct ScenarioResult {
     pub description: String,
     pub limits: ClientLimits,
     pub runs: Vec<RunResult>,
+    /// The plane's floor, one per round (empty with `--plane-floor false`).
+    pub plane_floor: Vec<FloorRun>,
     pub summary: Vec<MetricSummary>,
 }
 
@@ -97,21 +102,29 @@ pub struct Report {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// How a metric is read from a run.
-type ReadMetric = fn(&RunResult) -> f64;
+/// How a metric is read from a run (`None`: not measured in that run).
+type ReadMetric = fn(&RunResult) -> Option<f64>;
 
 /// The metrics of the table: name and how to read it from a run.
-const METRICS: [(&str, ReadMetric); 8] = [
-    ("time to done (s)", |r| r.seconds_to_done),
-    ("controller CPU (s)", |r| r.cpu_seconds),
-    ("idle CPU in settle window (s)", |r| r.idle_cpu_seconds),
-    ("peak RSS (MiB)", |r| r.peak_rss_bytes as f64 / MIB),
-    ("steady RSS (MiB)", |r| r.steady_rss_bytes as f64 / MIB),
-    ("steady anonymous RSS (MiB)", |r| {
-        r.steady_anon_rss_bytes as f64 / MIB
+const METRICS: [(&str, ReadMetric); 9] = [
+    ("time to done (s)", |r| Some(r.seconds_to_done)),
+    // What the controller adds to the plane's own time, the part a controller can change.
+    ("time above the plane floor (s)", |r| {
+        r.plane_floor_seconds.map(|floor| r.seconds_to_done - floor)
     }),
-    ("API requests", |r| r.requests_total as f64),
-    ("API writes", |r| r.requests_writes as f64),
+    ("controller CPU (s)", |r| Some(r.cpu_seconds)),
+    ("idle CPU in settle window (s)", |r| {
+        Some(r.idle_cpu_seconds)
+    }),
+    ("peak RSS (MiB)", |r| Some(r.peak_rss_bytes as f64 / MIB)),
+    ("steady RSS (MiB)", |r| {
+        Some(r.steady_rss_bytes as f64 / MIB)
+    }),
+    ("steady anonymous RSS (MiB)", |r| {
+        Some(r.steady_anon_rss_bytes as f64 / MIB)
+    }),
+    ("API requests", |r| Some(r.requests_total as f64)),
+    ("API writes", |r| Some(r.requests_writes as f64)),
 ];
 
 /// Medians per side, their ratio, ranges and p-value, for every metric.
@@ -120,7 +133,10 @@ pub fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
         .iter()
         .map(|(metric, read)| {
             let of = |side: Side| -> Vec<f64> {
-                runs.iter().filter(|r| r.side == side).map(read).collect()
+                runs.iter()
+                    .filter(|r| r.side == side)
+                    .filter_map(read)
+                    .collect()
             };
             let (ours, theirs) = (of(Side::MiniKcm), of(baseline));
             let (mini_kcm, baseline) = (median(&ours), median(&theirs));
@@ -166,6 +182,19 @@ pub fn table(report: &Report) -> String {
             scenario.description,
             scenario.limits.describe()
         );
+        if !scenario.plane_floor.is_empty() {
+            let floors: Vec<f64> = scenario
+                .plane_floor
+                .iter()
+                .map(|f| f.seconds_to_done)
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<32} {:>22}",
+                "plane floor, no controller (s)",
+                with_range(median(&floors), range(&floors))
+            );
+        }
         for metric in &scenario.summary {
             let _ = writeln!(
                 out,
@@ -217,9 +246,15 @@ fn number(value: Option<f64>, decimals: usize) -> String {
     }
 }
 
-/// The plot of one scenario: ready pods over time, mini-kcm blue and upstream orange, rounds after the
-/// first dashed.
+/// The plot of one scenario: ready pods over time, mini-kcm blue, upstream orange, the plane's floor
+/// grey, rounds after the first dashed.
 pub fn plot(scenario: &ScenarioResult) -> String {
+    let floors = scenario.plane_floor.iter().map(|floor| Series {
+        label: format!("plane floor r{}", floor.round),
+        color: "#7f7f7f".into(),
+        dashed: floor.round > 1,
+        points: floor.ready_pods.clone(),
+    });
     let series: Vec<Series> = scenario
         .runs
         .iter()
@@ -234,6 +269,7 @@ pub fn plot(scenario: &ScenarioResult) -> String {
             dashed: run.round > 1,
             points: run.ready_pods.clone(),
         })
+        .chain(floors)
         .collect();
     step_chart(
         &format!(
@@ -280,6 +316,7 @@ mod tests {
             user: "u".into(),
             startup_seconds: 1.0,
             seconds_to_done: seconds,
+            plane_floor_seconds: Some(1.0),
             cpu_seconds: 2.0,
             idle_cpu_seconds: 0.1,
             settle_seconds: 1.0,
@@ -312,6 +349,11 @@ mod tests {
         assert_eq!(time.baseline_range, Some((20.0, 30.0)));
         // Three rounds per side are too few for a p-value.
         assert_eq!(time.p, None);
+        // Each run's time less its round's floor.
+        let above = &summary[1];
+        assert_eq!(above.metric, "time above the plane floor (s)");
+        assert_eq!(above.mini_kcm, Some(11.0));
+        assert_eq!(above.baseline, Some(24.0));
         let writes = summary.iter().find(|m| m.metric == "API writes").unwrap();
         assert_eq!(writes.ratio, Some(110.0 / 60.0));
         let peak = summary
@@ -350,6 +392,12 @@ mod tests {
                 },
                 summary: summarize(&runs, Side::Upstream),
                 runs,
+                plane_floor: vec![FloorRun {
+                    round: 1,
+                    namespace: "ns".into(),
+                    seconds_to_done: 1.0,
+                    ready_pods: vec![(0.0, 0.0), (1.0, 20.0)],
+                }],
             }],
         };
         let table = table(&report);
@@ -359,9 +407,12 @@ mod tests {
             time.contains("1.50") && time.trim_end().ends_with('-'),
             "{time}"
         );
-        assert_eq!(table.lines().count(), 3 + METRICS.len());
+        let floor = table.lines().find(|l| l.contains("plane floor")).unwrap();
+        assert!(floor.trim_end().ends_with("1.00"), "{floor}");
+        assert_eq!(table.lines().count(), 4 + METRICS.len());
         let svg = plot(&report.scenarios[0]);
         assert!(svg.contains("mini-kcm r1") && svg.contains("#1f77b4"));
+        assert!(svg.contains("plane floor r1"), "{svg}");
     }
 
     #[test]

@@ -157,12 +157,7 @@ pub async fn run_side(
     let sampled_peak = sampler.max_rss_bytes();
     drop(sampler);
 
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
-    namespaces
-        .delete(&namespace, &DeleteParams::default())
-        .await
-        .map_err(|e| BenchError::kube(format!("deleting namespace {namespace}"), e))?;
-    wait_namespace_gone(ctx.client.clone(), &namespace, timeout).await?;
+    delete_namespace(&ctx.client, &namespace, timeout).await?;
 
     Ok(RunResult {
         side,
@@ -171,6 +166,7 @@ pub async fn run_side(
         user,
         startup_seconds,
         seconds_to_done,
+        plane_floor_seconds: None,
         cpu_seconds: settled.cpu_seconds,
         idle_cpu_seconds: (settled.cpu_seconds - at_done.cpu_seconds).max(0.0),
         settle_seconds: ctx.sizes.settle.as_secs_f64(),
@@ -203,7 +199,7 @@ fn explain(error: BenchError, process: &mut ManagedProcess, launch: &Launch) -> 
     }
 }
 
-async fn create_namespace(
+pub(crate) async fn create_namespace(
     client: &Client,
     name: &str,
     timeout: Duration,
@@ -225,6 +221,21 @@ async fn create_namespace(
         "the default ServiceAccount",
     )
     .await
+}
+
+/// Deletes a run's namespace and waits until it is gone (so the next run's informers do not cache
+/// leftovers).
+pub(crate) async fn delete_namespace(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), BenchError> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(name, &DeleteParams::default())
+        .await
+        .map_err(|e| BenchError::kube(format!("deleting namespace {name}"), e))?;
+    wait_namespace_gone(client.clone(), name, timeout).await
 }
 
 /// A Deployment with no pods (deployment and replicaset controllers) and a DaemonSet on no node
@@ -444,7 +455,7 @@ pub fn daemon_set_done(d: &DaemonSet, nodes: u32) -> bool {
         && status.number_ready == desired
 }
 
-fn typed<K: DeserializeOwned>(value: Value) -> Result<K, BenchError> {
+pub(crate) fn typed<K: DeserializeOwned>(value: Value) -> Result<K, BenchError> {
     serde_json::from_value(value)
         .map_err(|e| BenchError::io("building an object", std::io::Error::other(e)))
 }

@@ -156,7 +156,8 @@ fn labels(app: &str, role: &str) -> Value {
     json!({ "app": app, ROLE_LABEL: role })
 }
 
-fn pod_template(app: &str, role: &str, rev: u32) -> Value {
+/// The pod template of every workload: one pause container, no grace period.
+pub fn pod_template(app: &str, role: &str, rev: u32) -> Value {
     let mut template_labels = labels(app, role);
     template_labels[REV_LABEL] = json!(rev.to_string());
     json!({

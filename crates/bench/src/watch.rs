@@ -190,7 +190,8 @@ impl ReadySeries {
     }
 }
 
-fn is_ready(pod: &Pod) -> bool {
+/// Ready and not being deleted.
+pub fn is_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && pod
             .status

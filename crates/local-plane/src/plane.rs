@@ -641,9 +641,21 @@ fn component_args(kubeconfig: &Path, port: u16, pki: &PkiFiles) -> Vec<String> {
     ]
 }
 
+/// kube-scheduler with its client unthrottled. At its default (50 requests/s, burst 100) it binds at
+/// most 50 pods a second, and that, not the workload controllers, set when every unthrottled rollout
+/// of hundreds of pods on this plane was done. kwokctl's `--disable-qps-limits` raises it the same way.
 fn scheduler_args(kubeconfig: &Path, port: u16, pki: &PkiFiles) -> Vec<String> {
-    component_args(kubeconfig, port, pki)
+    let mut args = component_args(kubeconfig, port, pki);
+    args.extend([
+        format!("--kube-api-qps={SCHEDULER_QPS}"),
+        format!("--kube-api-burst={SCHEDULER_BURST}"),
+    ]);
+    args
 }
+
+/// The scheduler client's rate limit: high enough never to be reached on this plane.
+const SCHEDULER_QPS: u32 = 5000;
+const SCHEDULER_BURST: u32 = 10000;
 
 /// The names kube-controller-manager knows our three controllers by.
 pub const REPLACED_CONTROLLERS: [&str; 3] = [
@@ -699,9 +711,8 @@ fn kwok_args(kubeconfig: &Path, stages: &Path, real_node: bool) -> Vec<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn controller_manager_runs_everything_but_ours_unless_asked() {
-        let pki = PkiFiles {
+    fn pki() -> PkiFiles {
+        PkiFiles {
             ca_cert: "ca".into(),
             serving_cert: "c".into(),
             serving_key: "k".into(),
@@ -721,7 +732,12 @@ mod tests {
                 cert: "a".into(),
                 key: "a".into(),
             },
-        };
+        }
+    }
+
+    #[test]
+    fn controller_manager_runs_everything_but_ours_unless_asked() {
+        let pki = pki();
         let without = controller_manager_args(
             Path::new("kc"),
             1,
@@ -739,5 +755,20 @@ mod tests {
             UpstreamWorkloadControllers::Enabled,
         );
         assert!(with.contains(&"--controllers=*".to_string()));
+    }
+
+    #[test]
+    fn only_the_scheduler_client_is_unthrottled() {
+        let scheduler = scheduler_args(Path::new("kc"), 1, &pki());
+        assert!(scheduler.contains(&"--kube-api-qps=5000".to_string()));
+        assert!(scheduler.contains(&"--kube-api-burst=10000".to_string()));
+        // The plane's kube-controller-manager keeps its defaults, like any cluster's.
+        let manager = controller_manager_args(
+            Path::new("kc"),
+            1,
+            &pki(),
+            UpstreamWorkloadControllers::Disabled,
+        );
+        assert!(!manager.iter().any(|a| a.starts_with("--kube-api-")));
     }
 }
