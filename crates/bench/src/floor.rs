@@ -10,14 +10,14 @@
 
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::BenchError;
+use crate::report::FloorRun;
 use crate::run::{Context, create_namespace, delete_namespace, typed};
 use crate::scenario::{REV_LABEL, ROLE_LABEL, ROLE_WORKLOAD, Scenario, Sizes, pod_template};
 use crate::watch::{ReadySeries, is_ready, wait_all_done};
@@ -25,17 +25,6 @@ use crate::watch::{ReadySeries, is_ready, wait_all_done};
 /// Requests in flight at once: more than a controller's slow-start batches keep in flight for most of
 /// a run, so that the floor is bound by the plane rather than by this client.
 const CONCURRENCY: usize = 64;
-
-/// The floor of one scenario in one round.
-#[derive(Debug, Clone, Serialize)]
-pub struct FloorRun {
-    pub round: u32,
-    pub namespace: String,
-    /// From the first create until every new pod is Ready (and every old one deleted).
-    pub seconds_to_done: f64,
-    /// (seconds since the first create, Ready pods of the new revision).
-    pub ready_pods: Vec<(f64, f64)>,
-}
 
 /// The pod work a controller does in a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,32 +164,26 @@ fn name_of(pod: &Value) -> String {
 }
 
 async fn create_pods(api: &Api<Pod>, pods: Vec<Value>) -> Result<(), BenchError> {
-    futures::stream::iter(pods)
-        .map(|object| async move {
+    futures::stream::iter(pods.into_iter().map(Ok))
+        .try_for_each_concurrent(CONCURRENCY, |object| async move {
             let pod: Pod = typed(object)?;
             api.create(&PostParams::default(), &pod)
                 .await
-                .map(|_| ())
-                .map_err(|e| BenchError::kube("creating a pod", e))
+                .map_err(|e| BenchError::kube("creating a pod", e))?;
+            Ok(())
         })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
         .await
-        .map(|_| ())
 }
 
 async fn delete_pods(api: &Api<Pod>, names: Vec<String>) -> Result<(), BenchError> {
-    futures::stream::iter(names)
-        .map(|name| async move {
+    futures::stream::iter(names.into_iter().map(Ok))
+        .try_for_each_concurrent(CONCURRENCY, |name| async move {
             api.delete(&name, &DeleteParams::default())
                 .await
-                .map(|_| ())
-                .map_err(|e| BenchError::kube(format!("deleting pod {name}"), e))
+                .map_err(|e| BenchError::kube(format!("deleting pod {name}"), e))?;
+            Ok(())
         })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
         .await
-        .map(|_| ())
 }
 
 async fn wait_ready(

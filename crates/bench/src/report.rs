@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use crate::BenchError;
 use crate::audit::ClientRequests;
-use crate::floor::FloorRun;
 use crate::scenario::{Scenario, Size, Sizes};
 use crate::side::{ClientLimits, Side};
 use crate::stats::{MIN_ROUNDS_FOR_P, median, range, rank_sum_p, ratio};
@@ -46,6 +45,17 @@ pub struct RunResult {
     /// Client name to `"<verb> <resource>"` to count.
     pub requests: ClientRequests,
     /// (seconds since the create or update, Ready pods of the new revision).
+    pub ready_pods: Vec<(f64, f64)>,
+}
+
+/// The plane's floor of one scenario in one round (see `floor`).
+#[derive(Debug, Clone, Serialize)]
+pub struct FloorRun {
+    pub round: u32,
+    pub namespace: String,
+    /// From the first create until every new pod is Ready (and every old one deleted).
+    pub seconds_to_done: f64,
+    /// (seconds since the first create, Ready pods of the new revision).
     pub ready_pods: Vec<(f64, f64)>,
 }
 
