@@ -5,8 +5,9 @@
 //! the two apart, each round also runs the scenario's pod work with no controller: the benchmark
 //! itself creates (and, for the rolling scenarios, deletes) the very pods a controller would, all at
 //! once, as fast as the plane takes them, with no slow start, no `maxSurge`/`maxUnavailable` and no
-//! status to write. No controller can be done sooner, so the floor bounds every time ratio: whatever
-//! the controllers differ by is the time each spends above it.
+//! status to write. A controller that has to get those pods written should not be done sooner (up to
+//! the plane's scatter between runs, which can put a run just under it), so whatever the controllers
+//! differ by is the time each spends above the floor.
 
 use std::time::{Duration, Instant};
 
