@@ -20,5 +20,6 @@ pub mod ownership;
 pub mod pods;
 pub mod selector;
 pub mod slow_start;
+pub mod status_writes;
 pub mod transport;
 pub mod worker;

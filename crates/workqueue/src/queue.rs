@@ -302,6 +302,14 @@ where
         }
     }
 
+    /// Whether a worker will be handed `key` again without any further `add`: it is queued, or it
+    /// was added again while being processed (`done` queues it then). Keys waiting for a delay are
+    /// not pending. For a worker holding `key` this answers "did an event arrive since I took it?".
+    pub fn is_pending(&self, key: &K) -> bool {
+        let state = self.inner.lock();
+        !state.shutting_down && state.dirty.contains(key)
+    }
+
     /// Number of keys ready to hand out (not counting in-flight or delayed keys). For
     /// information only: it can change as soon as it is returned.
     pub fn len(&self) -> usize {
@@ -527,6 +535,32 @@ mod tests {
         assert!(q.is_empty());
         assert!(!q.shutting_down());
         assert_eq!(q.name(), "test");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_is_pending_while_queued_or_added_again_during_processing() {
+        let q = queue::<&str>();
+        assert!(!q.is_pending(&"a"), "never added");
+        q.add("a");
+        assert!(q.is_pending(&"a"), "queued");
+        assert_eq!(q.get().await, Some("a"));
+        assert!(!q.is_pending(&"a"), "handed out, nothing new since");
+        q.add("a");
+        assert!(q.is_pending(&"a"), "added again while processing");
+        q.done(&"a");
+        assert!(q.is_pending(&"a"), "back in the queue");
+        assert_eq!(q.get().await, Some("a"));
+        q.add_after("a", ms(100));
+        assert!(
+            !q.is_pending(&"a"),
+            "a delayed add is not pending until its time"
+        );
+        q.add("a");
+        q.shut_down();
+        assert!(
+            !q.is_pending(&"a"),
+            "nothing is promised once the queue shuts down"
+        );
     }
 
     #[tokio::test(start_paused = true)]

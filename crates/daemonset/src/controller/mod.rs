@@ -47,6 +47,7 @@ use mini_kcm_runtime::kinds::{
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
+use mini_kcm_runtime::status_writes::StatusWrites;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
@@ -104,6 +105,7 @@ pub(crate) struct Shared {
     /// Plain counters, as upstream's DaemonSet controller (not the UID-tracking kind of ReplicaSets).
     pub(crate) expectations: ControllerExpectations,
     pub(crate) consistency: ConsistencyStore,
+    pub(crate) status_writes: StatusWrites,
     pub(crate) pod_control: PodControl,
     pub(crate) recorder: EventRecorder,
     /// Per (DaemonSet, generation, node): how long to wait before deleting the next failed pod there.
@@ -147,15 +149,17 @@ impl DaemonSetController {
             EVENT_COMPONENT,
             metrics.events_dropped.clone(),
         );
+        let queue = WorkQueue::new(
+            family.queue_name("daemonset"),
+            default_controller_rate_limiter(),
+            metrics.queue.clone(),
+        );
         let controller = DaemonSetController {
             inner: Arc::new(Shared {
                 daemon_sets: Owners::new(daemon_sets, resource.clone(), |ds| &ds.spec.selector),
                 resource,
-                queue: WorkQueue::new(
-                    family.queue_name("daemonset"),
-                    default_controller_rate_limiter(),
-                    metrics.queue.clone(),
-                ),
+                status_writes: StatusWrites::new(queue.clone()),
+                queue,
                 pod_control: PodControl::new(client.clone(), recorder.clone(), consistency.clone()),
                 recorder,
                 client,

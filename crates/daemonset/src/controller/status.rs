@@ -1,6 +1,7 @@
 //! The status write of a sync (upstream's `updateDaemonSetStatus` / `storeDaemonSetStatus`): counts from
 //! [`calculate_status`], written only when they or `observedGeneration` changed, through the status
-//! subresource with one retry after a fresh read; then a requeue for the moment the next Ready pod becomes
+//! subresource with one retry after a fresh read (or left to the sync an event during this one already
+//! queued, see `mini_kcm_runtime::status_writes`); then a requeue for the moment the next Ready pod becomes
 //! available (any daemon pod, surged ones included), when `minReadySeconds` is set.
 
 use std::time::Instant;
@@ -19,7 +20,7 @@ use crate::status::{StatusCounts, calculate_status, status_to_store};
 const STATUS_UPDATE_RETRIES: usize = 1;
 
 impl DaemonSetController {
-    /// Computes the status from the snapshot and writes it if it changed. `observedGeneration` is raised
+    /// Computes the status from the snapshot and writes it if it changed (unless the pending sync will). `observedGeneration` is raised
     /// only with `update_observed_generation` (the sync was allowed to act on this generation).
     pub(crate) async fn update_status(
         &self,
@@ -37,9 +38,8 @@ impl DaemonSetController {
             snapshot.hash,
             Timestamp::now(),
         );
-        if let Some(status) =
-            status_to_store(snapshot.ds, &report.counts, update_observed_generation)
-        {
+        let due = status_to_store(snapshot.ds, &report.counts, update_observed_generation);
+        if let Some(status) = due.filter(|_| !s.status_writes.defer(snapshot.key)) {
             tracing::debug!(counts = ?report.counts, "updating status");
             let stored = store_status(
                 ds_api,

@@ -53,6 +53,7 @@ impl DaemonSetController {
             tracing::debug!("DaemonSet has been deleted; forgetting its expectations");
             s.consistency.clear(key);
             s.expectations.delete_expectations(key);
+            s.status_writes.forget(key);
             return Ok(());
         };
         let ds = without_unmaintained_template_generation(ds, s.options.family);

@@ -32,6 +32,7 @@ use mini_kcm_runtime::kinds::{
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
+use mini_kcm_runtime::status_writes::StatusWrites;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
@@ -93,6 +94,7 @@ pub(crate) struct Shared {
     /// Read-your-own-writes of Deployments and ReplicaSets (not in upstream's Deployment controller,
     /// which tolerates a stale cache through conflicts; here all three controllers share the rule).
     pub(crate) consistency: ConsistencyStore,
+    pub(crate) status_writes: StatusWrites,
     pub(crate) recorder: EventRecorder,
     pub(crate) metrics: ControllerMetrics,
     pub(crate) syncs: SyncStats,
@@ -115,6 +117,11 @@ impl DeploymentController {
         let consistency = ConsistencyStore::default();
         consistency.track(&deployments);
         consistency.track(&replica_sets);
+        let queue = WorkQueue::new(
+            family.queue_name("deployment"),
+            controller_rate_limiter(options.max_retry_delay),
+            metrics.queue.clone(),
+        );
         let controller = DeploymentController {
             inner: Arc::new(Shared {
                 deployments: Owners::new(deployments, resource.clone(), |d| &d.spec.selector),
@@ -125,11 +132,8 @@ impl DeploymentController {
                 rs_resource,
                 pods: pod_informer(informers),
                 consistency,
-                queue: WorkQueue::new(
-                    family.queue_name("deployment"),
-                    controller_rate_limiter(options.max_retry_delay),
-                    metrics.queue.clone(),
-                ),
+                status_writes: StatusWrites::new(queue.clone()),
+                queue,
                 recorder: EventRecorder::new(
                     client.clone(),
                     options.budget.clone(),

@@ -407,9 +407,8 @@ impl<'a> Rollout<'a> {
         let (new, old) = self.current();
         let all = Self::all_refs(new.as_ref(), &old);
         let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
-        let mut d = self.d.clone();
-        d.status = Some(status.into());
-        self.write_deployment(d).await
+        let status = self.with_selector(status);
+        self.write_status(status).await
     }
 
     /// Upstream's `syncRolloutStatus`: counts, Available and Progressing; when nothing changed, requeue
@@ -429,6 +428,21 @@ impl<'a> Rollout<'a> {
                     self.c.inner.queue.add_after(key, delay);
                 }
             }
+            return Ok(());
+        }
+        self.write_status(status).await
+    }
+
+    /// Writes a recomputed status (nothing else about the Deployment changed) if it differs from the
+    /// stored one, unless an event during this sync already queued the next sync, which will write a
+    /// newer one (see `mini_kcm_runtime::status_writes`).
+    async fn write_status(
+        &mut self,
+        status: StatusWithSelector<DeploymentStatus>,
+    ) -> Result<(), SyncError> {
+        if !status_needs_write(self.d.status.as_ref(), &status)
+            || self.c.inner.status_writes.defer(self.key)
+        {
             return Ok(());
         }
         let mut d = self.d.clone();

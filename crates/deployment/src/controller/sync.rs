@@ -47,6 +47,7 @@ impl DeploymentController {
         let Some(cached) = s.deployments.get(namespace, key.name()) else {
             tracing::debug!("Deployment has been deleted");
             s.consistency.clear(key);
+            s.status_writes.forget(key);
             return Ok(());
         };
         let d: DeploymentObject = (*cached).clone();

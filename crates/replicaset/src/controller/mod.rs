@@ -32,6 +32,7 @@ use mini_kcm_runtime::kinds::{
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
+use mini_kcm_runtime::status_writes::StatusWrites;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
@@ -79,6 +80,7 @@ pub(crate) struct Shared {
     pub(crate) queue: WorkQueue<ObjectKey>,
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) consistency: ConsistencyStore,
+    pub(crate) status_writes: StatusWrites,
     pub(crate) pod_control: PodControl,
     pub(crate) metrics: ControllerMetrics,
     pub(crate) syncs: SyncStats,
@@ -118,6 +120,7 @@ impl ReplicaSetController {
                 resource,
                 client: client.clone(),
                 pods,
+                status_writes: StatusWrites::new(queue.clone()),
                 queue,
                 expectations: UidTrackingExpectations::new(),
                 pod_control: PodControl::new(client, recorder, consistency.clone()),

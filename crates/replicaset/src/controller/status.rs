@@ -1,5 +1,6 @@
-//! The status write: only when the computed status differs from the stored one, with one retry on a
-//! fresh read (upstream's `updateReplicaSetStatus`).
+//! The status write: only when the computed status differs from the stored one and is not left to the
+//! pending sync (`mini_kcm_runtime::status_writes`), with one retry on a fresh read (upstream's
+//! `updateReplicaSetStatus`).
 
 use k8s_openapi::api::apps::v1::ReplicaSetStatus;
 use kube::Api;
@@ -8,15 +9,17 @@ use mini_kcm_runtime::kinds::{ReplicaSetObject, StatusWithSelector};
 
 use crate::status::status_changed;
 
-/// Writes `new` (with `observedGeneration`) through the status subresource, unless nothing changed.
+/// Writes `new` (with `observedGeneration`) through the status subresource, unless nothing changed or
+/// `defer` says the pending sync will write a newer one.
 /// Uses the cached object's resourceVersion; on failure reads the ReplicaSet fresh and retries once
 /// (upstream's `statusUpdateRetries = 1`). Returns the ReplicaSet as stored.
 pub async fn update_status(
     api: &Api<ReplicaSetObject>,
     rs: &ReplicaSetObject,
     mut new: StatusWithSelector<ReplicaSetStatus>,
+    defer: impl FnOnce() -> bool,
 ) -> Result<ReplicaSetObject, kube::Error> {
-    if !status_changed(rs, &new) {
+    if !status_changed(rs, &new) || defer() {
         return Ok(rs.clone());
     }
     new.observed_generation = rs.metadata.generation;

@@ -5,7 +5,8 @@
 //! 3. claim: keep / adopt / release pods by the selector;
 //! 4. if the expectations are satisfied and the ReplicaSet is not being deleted: plan and execute
 //!    creations or deletions;
-//! 5. compute and write the status; requeue precisely for pods that will become available.
+//! 5. compute and write the status (unless an event during the sync already queued the next one, see
+//!    `mini_kcm_runtime::status_writes`); requeue precisely for pods that will become available.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,6 +72,7 @@ impl ReplicaSetController {
             tracing::debug!("ReplicaSet is gone; forgetting its expectations");
             s.consistency.clear(key);
             s.expectations.delete_expectations(key);
+            s.status_writes.forget(key);
             return Ok(());
         };
         let needs_sync = s.expectations.satisfied_expectations(key);
@@ -136,7 +138,7 @@ impl ReplicaSetController {
             failure.as_ref(),
             now,
         );
-        let stored = update_status(&sets_api, &rs, status)
+        let stored = update_status(&sets_api, &rs, status, || s.status_writes.defer(key))
             .await
             .map_err(SyncError::Status)?;
         if stored.metadata.resource_version != rs.metadata.resource_version {
