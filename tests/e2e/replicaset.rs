@@ -44,6 +44,7 @@ for_both_families!(
     deleting_the_replica_set_garbage_collects_its_pods,
     reports_replica_failure_when_pods_are_rejected,
     a_scale_up_writes_correlated_events,
+    a_status_the_next_sync_supersedes_is_left_to_it,
 );
 
 async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
@@ -788,4 +789,26 @@ async fn rbac_rolls_out_a_daemon_set(ns: &TestNamespace, family: ApiFamily) {
         |revisions| revisions.len() == 1,
     )
     .await;
+}
+
+/// A status write that the next sync is about to supersede is skipped and counted, and the status still
+/// ends right. Forty pods are created in slow-start batches (1, 2, 4, 8, 16, 9), so the first pods' watch
+/// events arrive while the creating sync still runs: its status write (`replicas: 0`) is left to the
+/// sync those events queued. Without the deferral the counter stays 0.
+async fn a_status_the_next_sync_supersedes_is_left_to_it(family: ApiFamily) {
+    let (ns, manager) = setup("rs-defer", family).await;
+    replica_sets(&ns, family)
+        .create(&PostParams::default(), &replica_set("web", 40, family))
+        .await
+        .unwrap();
+    let rs = wait_available(&ns, family, "web", 40).await;
+    assert_eq!(rs.status.unwrap_or_default().ready_replicas, Some(40));
+    let deferred = manager
+        .metric("replicaset_controller_status_writes_deferred_total")
+        .await;
+    assert!(
+        deferred >= 1.0,
+        "no status write was left to a pending sync while 40 pods started"
+    );
+    manager.stop().await;
 }

@@ -6,6 +6,7 @@ use prometheus::Registry;
 
 use crate::consistency::StaleSyncSkips;
 use crate::events::EventDrops;
+use crate::status_writes::DeferredStatusWrites;
 use crate::worker::SyncPanics;
 
 #[derive(Clone)]
@@ -16,6 +17,8 @@ pub struct ControllerMetrics {
     pub sync_panics: SyncPanics,
     /// `<subsystem>_events_dropped_total` (see `crate::events`).
     pub events_dropped: EventDrops,
+    /// `<subsystem>_status_writes_deferred_total` (see `crate::status_writes`).
+    pub status_writes_deferred: DeferredStatusWrites,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
 }
@@ -31,6 +34,7 @@ impl ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
             sync_panics: SyncPanics::register(registry, subsystem)?,
             events_dropped: EventDrops::register(registry, subsystem)?,
+            status_writes_deferred: DeferredStatusWrites::register(registry, subsystem)?,
             queue,
         })
     }
@@ -41,6 +45,7 @@ impl ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::unregistered(),
             sync_panics: SyncPanics::unregistered(),
             events_dropped: EventDrops::unregistered(),
+            status_writes_deferred: DeferredStatusWrites::unregistered(),
             queue: None,
         }
     }

@@ -14,7 +14,8 @@
 //! At most once in a row: under a steady stream of events the key is pending at almost every write, and
 //! a status deferred every time would never be written (a Deployment rolling out waits for its
 //! ReplicaSets' statuses). So a status is at most one sync late, never starved. A sync that finds its
-//! object gone calls [`StatusWrites::forget`].
+//! object gone calls [`StatusWrites::forget`]. Each deferral is counted in
+//! `<controller>_status_writes_deferred_total`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +24,36 @@ use mini_kcm_workqueue::WorkQueue;
 
 use crate::controller::key::ObjectKey;
 
+/// `<subsystem>_status_writes_deferred_total`: status writes left to the sync an event had already
+/// queued.
+#[derive(Clone)]
+pub struct DeferredStatusWrites(prometheus::IntCounter);
+
+impl DeferredStatusWrites {
+    /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
+    pub fn register(
+        registry: &prometheus::Registry,
+        subsystem: &str,
+    ) -> Result<Self, prometheus::Error> {
+        crate::counter::register_counter(
+            registry,
+            subsystem,
+            "status_writes_deferred_total",
+            "Number of changed statuses not written because an event had already queued the object's next sync, which writes a newer one.",
+        )
+        .map(DeferredStatusWrites)
+    }
+
+    /// A counter registered nowhere (unit tests).
+    pub fn unregistered() -> Self {
+        DeferredStatusWrites(crate::counter::unregistered_counter())
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
 /// Decides, per object, whether a changed status is written now or left to the pending sync. Clones
 /// share their state.
 #[derive(Clone)]
@@ -30,14 +61,17 @@ pub struct StatusWrites {
     queue: WorkQueue<ObjectKey>,
     /// Objects whose last due status write was deferred: their next one is written whatever happens.
     deferred: Arc<Mutex<HashSet<ObjectKey>>>,
+    counter: DeferredStatusWrites,
 }
 
 impl StatusWrites {
-    /// Decisions for the objects of `queue` (the controller's own queue: pending means "synced again next").
-    pub fn new(queue: WorkQueue<ObjectKey>) -> Self {
+    /// Decisions for the objects of `queue` (the controller's own queue: pending means "synced again
+    /// next"), each deferral counted in `counter`.
+    pub fn new(queue: WorkQueue<ObjectKey>, counter: DeferredStatusWrites) -> Self {
         StatusWrites {
             queue,
             deferred: Arc::default(),
+            counter,
         }
     }
 
@@ -49,6 +83,7 @@ impl StatusWrites {
             return false;
         }
         deferred.insert(key.clone());
+        self.counter.0.inc();
         tracing::debug!("status write left to the pending sync (an event arrived during this one)");
         true
     }
@@ -83,7 +118,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_is_deferred_only_when_the_key_is_pending_and_never_twice_in_a_row() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let writes = StatusWrites::new(queue.clone());
+        let counter = DeferredStatusWrites::unregistered();
+        let writes = StatusWrites::new(queue.clone(), counter.clone());
         let a = key("a");
 
         queue.add(a.clone());
@@ -124,7 +160,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn objects_are_decided_independently() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let writes = StatusWrites::new(queue.clone());
+        let writes = StatusWrites::new(queue.clone(), DeferredStatusWrites::unregistered());
         queue.add(key("a"));
         queue.add(key("b"));
         assert!(writes.defer(&key("a")));

@@ -158,7 +158,10 @@ impl DaemonSetController {
             inner: Arc::new(Shared {
                 daemon_sets: Owners::new(daemon_sets, resource.clone(), |ds| &ds.spec.selector),
                 resource,
-                status_writes: StatusWrites::new(queue.clone()),
+                status_writes: StatusWrites::new(
+                    queue.clone(),
+                    metrics.status_writes_deferred.clone(),
+                ),
                 queue,
                 pod_control: PodControl::new(client.clone(), recorder.clone(), consistency.clone()),
                 recorder,

@@ -20,8 +20,9 @@ use crate::status::{StatusCounts, calculate_status, status_to_store};
 const STATUS_UPDATE_RETRIES: usize = 1;
 
 impl DaemonSetController {
-    /// Computes the status from the snapshot and writes it if it changed (unless the pending sync will). `observedGeneration` is raised
-    /// only with `update_observed_generation` (the sync was allowed to act on this generation).
+    /// Computes the status from the snapshot and writes it if it changed, unless the pending sync will.
+    /// `observedGeneration` is raised only with `update_observed_generation` (the sync was allowed to act
+    /// on this generation).
     pub(crate) async fn update_status(
         &self,
         snapshot: &Snapshot<'_>,

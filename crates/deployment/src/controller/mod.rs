@@ -132,7 +132,10 @@ impl DeploymentController {
                 rs_resource,
                 pods: pod_informer(informers),
                 consistency,
-                status_writes: StatusWrites::new(queue.clone()),
+                status_writes: StatusWrites::new(
+                    queue.clone(),
+                    metrics.status_writes_deferred.clone(),
+                ),
                 queue,
                 recorder: EventRecorder::new(
                     client.clone(),

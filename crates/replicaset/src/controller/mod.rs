@@ -120,7 +120,10 @@ impl ReplicaSetController {
                 resource,
                 client: client.clone(),
                 pods,
-                status_writes: StatusWrites::new(queue.clone()),
+                status_writes: StatusWrites::new(
+                    queue.clone(),
+                    metrics.status_writes_deferred.clone(),
+                ),
                 queue,
                 expectations: UidTrackingExpectations::new(),
                 pod_control: PodControl::new(client, recorder, consistency.clone()),
