@@ -1,6 +1,7 @@
 //! The shape of the per-controller counters (`<subsystem>_sync_panics_total`,
-//! `<subsystem>_events_dropped_total`): one `IntCounter` named under the controller's metrics subsystem,
-//! or registered nowhere in unit tests. Kept apart from `crate::metrics`, which bundles the counters.
+//! `<subsystem>_events_dropped_total`, `<subsystem>_status_writes_deferred_total`): one `IntCounter`
+//! named under the controller's metrics subsystem, or registered nowhere in unit tests. Kept apart from
+//! `crate::metrics`, which bundles the counters.
 
 /// A counter `<subsystem>_<name>` registered in `registry` (the per-controller counters' shape).
 pub(crate) fn register_counter(

@@ -5,8 +5,9 @@ use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
 
 use crate::consistency::StaleSyncSkips;
+use crate::counter::{register_counter, unregistered_counter};
 use crate::events::EventDrops;
-use crate::status_writes::DeferredStatusWrites;
+use crate::status_writes::{DEFERRED_COUNTER_HELP, DEFERRED_COUNTER_NAME};
 use crate::worker::SyncPanics;
 
 #[derive(Clone)]
@@ -18,7 +19,7 @@ pub struct ControllerMetrics {
     /// `<subsystem>_events_dropped_total` (see `crate::events`).
     pub events_dropped: EventDrops,
     /// `<subsystem>_status_writes_deferred_total` (see `crate::status_writes`).
-    pub status_writes_deferred: DeferredStatusWrites,
+    pub status_writes_deferred: prometheus::IntCounter,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
 }
@@ -34,7 +35,12 @@ impl ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
             sync_panics: SyncPanics::register(registry, subsystem)?,
             events_dropped: EventDrops::register(registry, subsystem)?,
-            status_writes_deferred: DeferredStatusWrites::register(registry, subsystem)?,
+            status_writes_deferred: register_counter(
+                registry,
+                subsystem,
+                DEFERRED_COUNTER_NAME,
+                DEFERRED_COUNTER_HELP,
+            )?,
             queue,
         })
     }
@@ -45,7 +51,7 @@ impl ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::unregistered(),
             sync_panics: SyncPanics::unregistered(),
             events_dropped: EventDrops::unregistered(),
-            status_writes_deferred: DeferredStatusWrites::unregistered(),
+            status_writes_deferred: unregistered_counter(),
             queue: None,
         }
     }

@@ -24,35 +24,9 @@ use mini_kcm_workqueue::WorkQueue;
 
 use crate::controller::key::ObjectKey;
 
-/// `<subsystem>_status_writes_deferred_total`: status writes left to the sync an event had already
-/// queued.
-#[derive(Clone)]
-pub struct DeferredStatusWrites(prometheus::IntCounter);
-
-impl DeferredStatusWrites {
-    /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub fn register(
-        registry: &prometheus::Registry,
-        subsystem: &str,
-    ) -> Result<Self, prometheus::Error> {
-        crate::counter::register_counter(
-            registry,
-            subsystem,
-            "status_writes_deferred_total",
-            "Number of changed statuses not written because an event had already queued the object's next sync, which writes a newer one.",
-        )
-        .map(DeferredStatusWrites)
-    }
-
-    /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
-        DeferredStatusWrites(crate::counter::unregistered_counter())
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.get()
-    }
-}
+/// The counter of deferrals: `<subsystem>_status_writes_deferred_total` (`ControllerMetrics`).
+pub(crate) const DEFERRED_COUNTER_NAME: &str = "status_writes_deferred_total";
+pub(crate) const DEFERRED_COUNTER_HELP: &str = "Number of changed statuses not written because an event had already queued the object's next sync, which writes a newer one.";
 
 /// Decides, per object, whether a changed status is written now or left to the pending sync. Clones
 /// share their state.
@@ -61,13 +35,14 @@ pub struct StatusWrites {
     queue: WorkQueue<ObjectKey>,
     /// Objects whose last due status write was deferred: their next one is written whatever happens.
     deferred: Arc<Mutex<HashSet<ObjectKey>>>,
-    counter: DeferredStatusWrites,
+    /// `ControllerMetrics::status_writes_deferred`.
+    counter: prometheus::IntCounter,
 }
 
 impl StatusWrites {
     /// Decisions for the objects of `queue` (the controller's own queue: pending means "synced again
     /// next"), each deferral counted in `counter`.
-    pub fn new(queue: WorkQueue<ObjectKey>, counter: DeferredStatusWrites) -> Self {
+    pub fn new(queue: WorkQueue<ObjectKey>, counter: prometheus::IntCounter) -> Self {
         StatusWrites {
             queue,
             deferred: Arc::default(),
@@ -83,7 +58,7 @@ impl StatusWrites {
             return false;
         }
         deferred.insert(key.clone());
-        self.counter.0.inc();
+        self.counter.inc();
         tracing::debug!("status write left to the pending sync (an event arrived during this one)");
         true
     }
@@ -118,7 +93,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_is_deferred_only_when_the_key_is_pending_and_never_twice_in_a_row() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let counter = DeferredStatusWrites::unregistered();
+        let counter = crate::counter::unregistered_counter();
         let writes = StatusWrites::new(queue.clone(), counter.clone());
         let a = key("a");
 
@@ -160,7 +135,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn objects_are_decided_independently() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let writes = StatusWrites::new(queue.clone(), DeferredStatusWrites::unregistered());
+        let writes = StatusWrites::new(queue.clone(), crate::counter::unregistered_counter());
         queue.add(key("a"));
         queue.add(key("b"));
         assert!(writes.defer(&key("a")));
