@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules (no Docker, no downloaded binaries):
 #   etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, kwok,
-#   and for the optional real node (`mini-kcm up --real-node`): kubelet, kube-proxy
+#   for the optional real node (`mini-kcm up --real-node`): kubelet, kube-proxy,
+#   and for the kind node image (deploy/kind/node-image/build.sh): kubeadm
 # into ${MINI_KCM_CACHE:-$HOME/.cache/mini-kcm}/<version-set>/bin/. Idempotent: a complete, cached
 # version set returns in well under a second. Versions come from versions.env beside this script
 # (or from the environment when the Rust CLI runs an embedded copy of this script).
@@ -23,9 +24,9 @@ bin_dir="$set_dir/bin"
 src_dir="$set_dir/src"
 log_dir="$set_dir/logs"
 stamp="$bin_dir/.complete"
-binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok kubelet kube-proxy)
+binaries=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok kubelet kube-proxy kubeadm)
 # The k8s.io/kubernetes commands, all built from one module so their versions cannot drift apart.
-k8s_commands=(kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet kube-proxy)
+k8s_commands=(kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet kube-proxy kubeadm)
 
 all_present() {
   [[ -f "$stamp" ]] || return 1

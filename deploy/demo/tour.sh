@@ -9,7 +9,7 @@
 # about it, and waits for a condition (kubectl wait, rollout status), never for a fixed time.
 #
 #   DEMO_ENV=local bash deploy/demo/tour.sh    # the local plane (mini-kcm up), verified in CI
-#   DEMO_ENV=kind  bash deploy/demo/tour.sh    # a kind cluster (deploy/kind/), not verified here
+#   DEMO_ENV=kind  bash deploy/demo/tour.sh    # a kind cluster (deploy/kind/; tests/e2e/kind.rs runs it)
 #
 # Settings (environment):
 #   DEMO_ENV      local | kind (default local): which deploy/demo/env/<name>.sh provides the
@@ -17,8 +17,9 @@
 #   DEMO_PAUSE    1: wait for Enter after each step (default 0: runs straight through)
 #   DEMO_TIMEOUT  seconds each wait may take before the tour fails (default 120)
 #   DEMO_NS       the namespace of the demo objects (default demo)
-#   DEMO_IMAGE    the containers' image (default registry.k8s.io/pause:3.10; on the local plane no image is
-#                 ever pulled: kwok only simulates pods)
+#   DEMO_IMAGE    the containers' image (default: the environment's env_default_image; on kind the nodes'
+#                 own pause image, which every node has; on the local plane registry.k8s.io/pause:3.10,
+#                 never pulled: kwok only simulates pods)
 #   DEMO_WORK     where logs, kubeconfig and state go (default: a new directory under $TMPDIR)
 #   MINI_KCM      the mini-kcm binary on this machine (runs `mini-kcm rollout`; on the local plane also
 #                 the plane and the controllers)
@@ -32,7 +33,7 @@ DEMO_ENV=${DEMO_ENV:-local}
 DEMO_PAUSE=${DEMO_PAUSE:-0}
 DEMO_TIMEOUT=${DEMO_TIMEOUT:-120}
 DEMO_NS=${DEMO_NS:-demo}
-DEMO_IMAGE=${DEMO_IMAGE:-registry.k8s.io/pause:3.10}
+DEMO_IMAGE=${DEMO_IMAGE:-}
 if [[ -z "${DEMO_WORK:-}" ]]; then
   DEMO_WORK=$(mktemp -d "${TMPDIR:-/tmp}/mini-kcm-demo.XXXXXX")
 fi
@@ -144,7 +145,7 @@ rs_count() { k get "$1" -l "app=$2" -o name | count_lines; }
 
 ENV_FILE="$DEMO_DIR/env/$DEMO_ENV.sh"
 [[ -f "$ENV_FILE" ]] || { echo "demo: unknown DEMO_ENV '$DEMO_ENV' (no $ENV_FILE)" >&2; exit 2; }
-# The env file defines: env_install, env_add_node NAME, env_remove_node NAME, env_handover, env_log_mark,
+# The env file defines: env_install, env_default_image, env_add_node NAME, env_remove_node NAME, env_handover, env_log_mark,
 # env_logs_since MARK, env_diagnostics, env_cleanup, and sets SPARE_NODE (a node the cluster can gain).
 # shellcheck source=deploy/demo/env/local.sh
 source "$ENV_FILE"
@@ -159,6 +160,7 @@ printf '%smini-kcm tour%s on %s (work directory: %s)\n' "$BOLD" "$RESET" "$DEMO_
 
 step "Install" "$(env_describe)"
 env_install
+DEMO_IMAGE=${DEMO_IMAGE:-$(env_default_image)}
 look "the Lease names the one replica that writes: its holder is the leader's name plus a suffix"
 run kubectl -n mini-kcm-system get lease mini-kcm -o custom-columns='HOLDER:.spec.holderIdentity,RENEWED:.spec.renewTime'
 if kubectl get namespace "$DEMO_NS" >/dev/null 2>&1; then

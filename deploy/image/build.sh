@@ -7,14 +7,16 @@
 # 3. `docker save`: an archive that `docker load`, `kind load image-archive` and `ctr images import` read.
 #
 # Needs a reachable Docker daemon (deploy/image/ensure-docker.sh installs and starts one); says so and exits
-# non-zero when there is none. Environment: IMAGE (default mini-kcm:dev).
+# non-zero when there is none. Environment: IMAGE (default mini-kcm:dev); MINI_KCM_IMAGE_PROFILE, the cargo
+# profile (default release; .ci/run sets image-test, the same code linked faster, see Cargo.toml).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 image=${IMAGE:-mini-kcm:dev}
 target=x86_64-unknown-linux-gnu
 out=target/image
-binary=target/$target/release/mini-kcm
+profile=${MINI_KCM_IMAGE_PROFILE:-release}
+binary=target/$target/$profile/mini-kcm
 
 die() { echo "deploy/image/build.sh: error: $*" >&2; exit 1; }
 human() { numfmt --to=iec-i --suffix=B --format='%.1f' "$1"; }
@@ -27,14 +29,14 @@ if grep -qE '^name = "(openssl-sys|native-tls)"$' Cargo.lock; then
   die "Cargo.lock contains openssl-sys or native-tls; the image needs rustls only"
 fi
 
-echo "==> static release binary ($target, +crt-static, jemalloc, no local-plane commands)"
+echo "==> static $profile binary ($target, +crt-static, jemalloc, no local-plane commands)"
 # RUSTFLAGS apply to the --target build only, so build scripts and proc macros stay ordinary host
 # binaries. Symbols are stripped: the binary is most of the image. The image's allocator is jemalloc
 # (crates/mini-kcm/src/allocator.rs says why, docs/performance.md "Allocators" has the numbers). No
 # `local-plane` commands (`up`, `bench`, ...): a controller in a cluster runs `run`, and a smaller
 # executable is less resident memory (docs/performance.md, "The executable").
 RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
-  cargo build --release --locked -p mini-kcm --no-default-features --features jemalloc --target "$target"
+  cargo build --profile "$profile" --locked -p mini-kcm --no-default-features --features jemalloc --target "$target"
 
 description=$(file -b "$binary")
 case "$description" in

@@ -13,7 +13,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
+use kube::{Api, ResourceExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
@@ -86,6 +86,31 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// Running and Ready, not terminating.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node the pod is bound to ("" when none).
+pub fn node_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// The pod whose name the lease identity (`$POD_NAME_<random>`) starts with.
+pub fn pod_of_identity<'a>(pods: &'a [Pod], identity: &str) -> &'a Pod {
+    pods.iter()
+        .find(|p| identity.starts_with(&format!("{}_", p.name_any())))
+        .unwrap_or_else(|| panic!("the lease holder {identity} is none of the replicas"))
+}
+
 /// Who holds the lease, if anyone.
 pub fn holder(lease: Option<&Lease>) -> Option<String> {
     lease?.spec.as_ref()?.holder_identity.clone()
@@ -114,8 +139,21 @@ pub fn copy_deployment(name: &str, replicas: i32) -> DeploymentObject {
     d
 }
 
-/// Waits until the Deployment's revision `revision` is complete: every replica updated and available.
+/// Waits until the copy Deployment's revision `revision` is complete: every replica updated and available.
 pub async fn wait_complete(
+    ns: &TestNamespace,
+    deployments: &Api<DeploymentObject>,
+    name: &str,
+    replicas: i32,
+    revision: &str,
+) {
+    wait_complete_in(ApiFamily::Copies, ns, deployments, name, replicas, revision).await;
+}
+
+/// Waits until the Deployment's (of `family`) revision `revision` is complete: every replica updated and
+/// available.
+pub async fn wait_complete_in(
+    family: ApiFamily,
     ns: &TestNamespace,
     deployments: &Api<DeploymentObject>,
     name: &str,
@@ -124,7 +162,7 @@ pub async fn wait_complete(
 ) {
     ns.wait_for_with(
         deployments,
-        WorkloadKind::Deployment.api_resource(ApiFamily::Copies),
+        WorkloadKind::Deployment.api_resource(family),
         name,
         &format!("revision {revision} complete with {replicas} replicas"),
         TIMEOUT,
@@ -157,7 +195,13 @@ pub struct DuplicateWatch {
 }
 
 impl DuplicateWatch {
+    /// Watches the pods and the copy ReplicaSets of `ns`.
     pub async fn start(ns: &TestNamespace) -> Self {
+        Self::start_in(ApiFamily::Copies, ns).await
+    }
+
+    /// Watches the pods and the ReplicaSets of `family` in `ns`.
+    pub async fn start_in(family: ApiFamily, ns: &TestNamespace) -> Self {
         let most_owned = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
         let most_wanted = Arc::new(Mutex::new(BTreeMap::<String, i32>::new()));
         let (pods, writer) = reflector::store();
@@ -183,10 +227,9 @@ impl DuplicateWatch {
         let rs_api: Api<ReplicaSetObject> = Api::namespaced_with(
             ns.client.clone(),
             &ns.name,
-            &WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies),
+            &WorkloadKind::ReplicaSet.api_resource(family),
         );
-        let writer =
-            reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(ApiFamily::Copies));
+        let writer = reflector::store::Writer::new(WorkloadKind::ReplicaSet.api_resource(family));
         let replica_sets = writer.as_reader();
         let rs_watch = {
             let most_wanted = most_wanted.clone();

@@ -31,7 +31,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use mini_kcm_e2e::in_cluster_kit::{
     DuplicateWatch, IMAGE, IMAGE_ARCHIVE, build_image, copy_deployment, docker, holder, http_get,
-    mini_kcm_writes, wait_complete,
+    is_ready, mini_kcm_writes, node_of, pod_of_identity, wait_complete,
 };
 use mini_kcm_e2e::{TIMEOUT, kubectl, pod_template, repo_path, selector};
 use mini_kcm_local_plane::{
@@ -475,29 +475,6 @@ fn runtime_available() -> Result<(), String> {
     docker(&["info", "--format", "{{.ServerVersion}}"])
         .map(|_| ())
         .map_err(|e| format!("no Docker daemon to build the image (docker info: {e})"))
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn node_of(pod: &Pod) -> String {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap_or_default()
-}
-
-/// The pod whose name the lease identity (`$POD_NAME_<random>`) starts with.
-fn pod_of_identity<'a>(pods: &'a [Pod], identity: &str) -> &'a Pod {
-    pods.iter()
-        .find(|p| identity.starts_with(&format!("{}_", p.name_any())))
-        .unwrap_or_else(|| panic!("the lease holder {identity} is none of the replicas"))
 }
 
 /// `leader_election_master_status` of a replica, read from its pod address (the host reaches the pod

@@ -1,22 +1,35 @@
 # shellcheck shell=bash
 # The tour's environment-specific parts on a kind cluster (DEMO_ENV=kind): sourced by
-# deploy/demo/tour.sh. NOT verified on this project's machines (kind's node images cannot be pulled
-# there); the local plane (env/local.sh) runs the same steps in CI. See docs/demo.md.
+# deploy/demo/tour.sh. Verified on this project's machines by tests/e2e/kind.rs (MINI_KCM_KIND=1), with
+# the node image built locally (deploy/kind/node-image/build.sh: no registry needed). See docs/kind.md.
 #
-# - install: the cluster from deploy/kind/cluster.yaml (created when missing), the image
-#   target/image/mini-kcm.tar (built by deploy/image/build.sh when missing) loaded with
-#   `kind load image-archive`, then `kubectl apply -k deploy/in-cluster` (2 leader-elected replicas
-#   managing the copies);
+# - install: the kind CLI and the host's needs (deploy/kind/ensure-host.sh), the node image, the cluster
+#   from deploy/kind/cluster.yaml (created when missing), the image target/image/mini-kcm.tar (built by
+#   deploy/image/build.sh when missing) loaded with `kind load image-archive`, then
+#   `kubectl apply -k deploy/in-cluster` (2 leader-elected replicas managing the copies);
 # - nodes: the cluster's third worker is taken out at install (kubelet stopped, Node deleted); adding it is
 #   starting its kubelet, which registers the Node again; removing it is the reverse;
 # - hand-over: kube-controller-manager's --controllers flag in its static pod manifest, and
 #   deploy/in-cluster/overlays/apps for mini-kcm (the order is explained in env_handover).
 #
-# Settings: KIND_CLUSTER (default mini-kcm-demo), KUBECTL (default kubectl), MINI_KCM (default the static
-# binary deploy/image/build.sh builds, target/x86_64-unknown-linux-gnu/release/mini-kcm).
+# Settings: KIND_CLUSTER (default mini-kcm-demo); KIND_CONFIG (default deploy/kind/cluster.yaml; tests add
+# an audit log to it); KIND_NODE_IMAGE (default mini-kcm/kind-node:<version>,
+# built locally when missing; with internet, kind's public kindest/node:v1.36.x works too); KIND (default
+# the kind that deploy/kind/ensure-host.sh builds); KUBECTL (default kubectl on PATH, else the local
+# plane's); MINI_KCM (default the static binary deploy/image/build.sh builds).
 
+# shellcheck source=../../control-plane/versions.env
+source "$REPO/deploy/control-plane/versions.env"
 KIND_CLUSTER=${KIND_CLUSTER:-mini-kcm-demo}
-KUBECTL=${KUBECTL:-kubectl}
+KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-mini-kcm/kind-node:$KUBERNETES_VERSION}
+KIND_CONFIG=${KIND_CONFIG:-$REPO/deploy/kind/cluster.yaml}
+if [[ -z ${KUBECTL:-} ]]; then
+  if command -v kubectl >/dev/null; then
+    KUBECTL=kubectl
+  else
+    KUBECTL="${MINI_KCM_CACHE:-$HOME/.cache/mini-kcm}/k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}/bin/kubectl"
+  fi
+fi
 # shellcheck disable=SC2034 # read by tour.sh
 SPARE_NODE=$KIND_CLUSTER-worker3
 CONTROL_PLANE=$KIND_CLUSTER-control-plane
@@ -44,14 +57,20 @@ leader_pod() {
   printf '%s' "${holder%_*}"
 }
 
+kind() { command "$KIND" "$@"; }
+
 env_install() {
-  local tool
-  for tool in kind docker "$KUBECTL"; do
-    command -v "$tool" >/dev/null || fail "'$tool' is needed on PATH"
-  done
+  if [[ -z ${KIND:-} ]]; then
+    KIND=$(bash "$REPO/deploy/kind/ensure-host.sh" | tail -n 1) || fail "deploy/kind/ensure-host.sh failed"
+  fi
+  [[ -x $KUBECTL ]] || command -v "$KUBECTL" >/dev/null || run bash "$REPO/deploy/control-plane/build.sh" ||
+    fail "no kubectl ($KUBECTL), and building the plane's failed"
   if ! kind get clusters 2>/dev/null | grep -x "$KIND_CLUSTER" >/dev/null; then
-    run kind create cluster --name "$KIND_CLUSTER" --config "$REPO/deploy/kind/cluster.yaml" --wait 5m ||
-      fail "kind create cluster failed"
+    if [[ $KIND_NODE_IMAGE == mini-kcm/kind-node:* ]]; then
+      run bash "$REPO/deploy/kind/node-image/build.sh" || fail "building the node image $KIND_NODE_IMAGE failed"
+    fi
+    run kind create cluster --name "$KIND_CLUSTER" --config "$KIND_CONFIG" \
+      --image "$KIND_NODE_IMAGE" --wait 5m || fail "kind create cluster failed"
   fi
   kind get kubeconfig --name "$KIND_CLUSTER" >"$DEMO_WORK/kubeconfig"
   export KUBECONFIG=$DEMO_WORK/kubeconfig
@@ -62,7 +81,7 @@ env_install() {
   if [[ ! -f "$IMAGE_ARCHIVE" ]]; then
     run bash "$REPO/deploy/image/build.sh" || fail "building the image failed"
   fi
-  MINI_KCM=${MINI_KCM:-$REPO/target/x86_64-unknown-linux-gnu/release/mini-kcm}
+  MINI_KCM=${MINI_KCM:-$REPO/target/x86_64-unknown-linux-gnu/${MINI_KCM_IMAGE_PROFILE:-release}/mini-kcm}
   [[ -x "$MINI_KCM" ]] || fail "no mini-kcm binary at $MINI_KCM (bash deploy/image/build.sh builds it)"
   run kind load image-archive "$IMAGE_ARCHIVE" --name "$KIND_CLUSTER" || fail "kind load image-archive failed"
 
@@ -75,6 +94,11 @@ env_install() {
   run kubectl -n mini-kcm-system rollout status deploy/mini-kcm --timeout="${DEMO_TIMEOUT}s" ||
     fail "mini-kcm's Deployment did not roll out"
   wait_until "a mini-kcm replica holds the Lease" lease_held_by_mini_kcm
+}
+
+# The image every node has: the pods' sandbox image of its containerd.
+env_default_image() {
+  docker exec "$CONTROL_PLANE" sed -n -E 's/^ *sandbox_image *= *"(.*)"/\1/p' /etc/containerd/config.toml
 }
 
 node_registered() { kubectl get node "$1"; }

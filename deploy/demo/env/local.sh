@@ -90,6 +90,9 @@ env_install() {
   start_mini_kcm copies
 }
 
+# kwok only simulates pods: no image is ever pulled, any name does.
+env_default_image() { echo registry.k8s.io/pause:3.10; }
+
 env_add_node() { # NAME
   run kubectl apply -f - <<YAML
 apiVersion: v1
