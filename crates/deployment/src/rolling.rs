@@ -57,6 +57,8 @@ pub fn new_rs_new_replicas(
 /// The step for the new ReplicaSet of a rolling update, if it needs one (upstream's
 /// `reconcileNewReplicaSet`): down to `replicas` when above, else up as far as
 /// [`new_rs_new_replicas`] allows. A returned step always changes the size.
+///
+/// upstream: reconcileNewReplicaSet
 pub fn reconcile_new_replica_set(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
@@ -211,6 +213,8 @@ pub struct OldReplicaSetsPlan {
 /// Sizes carry over between the two phases; statuses are the cached ones (upstream re-reads each
 /// updated ReplicaSet from the write's response, which can only differ if the ReplicaSet controller
 /// wrote a status in between).
+///
+/// upstream: reconcileOldReplicaSets
 pub fn reconcile_old_replica_sets(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
