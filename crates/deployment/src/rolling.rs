@@ -37,8 +37,10 @@ pub fn new_rs_new_replicas(
             // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
             let surge = scaled_value(rolling_params(d).0, replicas, Rounding::Up)?;
             let current = get_replica_count_for_replica_sets(all_rss);
-            // Go wraps `replicas + surge` (2147483647 + 1 is negative there, and the new ReplicaSet never
-            // grows); saturating keeps the limit at i32::MAX.
+            // Saturating, here and in every size formula after it: `replicas` and `maxSurge` are user
+            // numbers, anything the API accepts, and no user number may panic the controller (overflow in
+            // a debug build) or wrap (a release build). Go wraps `replicas + surge` (2147483647 + 1 is
+            // negative there, and the new ReplicaSet never grows); saturating keeps the limit at i32::MAX.
             let max_total = replicas.saturating_add(surge);
             let new_replicas = rs_replicas(new_rs);
             if current >= max_total {
