@@ -14,7 +14,7 @@ mod run;
 mod side;
 pub mod specs;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
@@ -48,6 +48,13 @@ pub struct ConformanceArgs {
     pub out: PathBuf,
 }
 
+/// `out` resolved against the current directory now: the e2e binary runs in a folder of its own, where
+/// a relative report path would name another file than the one read back.
+fn absolute_out(out: &Path) -> Result<PathBuf, ConformanceError> {
+    std::path::absolute(out)
+        .map_err(|e| ConformanceError::io(format!("resolving {}", out.display()), e))
+}
+
 /// Runs the specs of `sets` on a fresh plane of `side` and returns one result per spec.
 pub async fn run_side(
     side: Side,
@@ -58,6 +65,7 @@ pub async fn run_side(
     out: PathBuf,
     progress: impl Fn(&str),
 ) -> Result<SideResults, ConformanceError> {
+    let out = absolute_out(&out)?;
     std::fs::create_dir_all(&out)
         .map_err(|e| ConformanceError::io(format!("creating {}", out.display()), e))?;
     let started = Instant::now();
@@ -112,9 +120,10 @@ pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceE
     if args.compare {
         sides.push(Side::Upstream);
     }
+    let out_root = absolute_out(&args.out)?;
     let mut results = Vec::new();
     for side in sides {
-        let out = args.out.join(side.name());
+        let out = out_root.join(side.name());
         results.push(
             run_side(
                 side,
@@ -130,7 +139,7 @@ pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceE
     }
     let table = table(&results);
     println!("{table}");
-    let path = args.out.join("table.md");
+    let path = out_root.join("table.md");
     std::fs::write(&path, &table)
         .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))?;
     progress(&format!("table written to {}", path.display()));
@@ -142,4 +151,39 @@ pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceE
         ));
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relative_out_is_resolved_against_the_current_directory() {
+        let resolved =
+            absolute_out(Path::new("target/conformance")).unwrap_or_else(|e| panic!("{e}"));
+        let cwd = std::env::current_dir().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resolved, cwd.join("target/conformance"));
+        let already = cwd.join("elsewhere");
+        assert_eq!(
+            absolute_out(&already).unwrap_or_else(|e| panic!("{e}")),
+            already
+        );
+    }
+
+    #[test]
+    fn the_default_out_is_relative_so_it_needs_resolving() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ConformanceArgs,
+        }
+        let args = Cli::parse_from(["conformance"]).args;
+        assert!(args.out.is_relative());
+        assert!(
+            absolute_out(&args.out)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .is_absolute()
+        );
+    }
 }

@@ -155,6 +155,8 @@ impl<'a> ManageContext<'a> {
 
 /// Upstream `podsShouldBeOnNode` for one node. `pods` is `None` when no daemon pod targets the node.
 /// Advancing the backoff of a node whose failed pod is deleted is part of the decision, hence `backoff`.
+///
+/// upstream: podsShouldBeOnNode
 pub fn plan_node(
     ctx: &ManageContext<'_>,
     decision: NodeDecision,

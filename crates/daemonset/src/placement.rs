@@ -136,6 +136,8 @@ impl DaemonPlacement {
     }
 
     /// Judges one node.
+    ///
+    /// upstream: NodeShouldRunDaemonPod
     pub fn evaluate(&self, node: &Node) -> NodeDecision {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if self.node_name.as_deref().is_some_and(|n| n != node_name) {

@@ -382,6 +382,8 @@ pub fn plan_surge(
 /// (without deleted terminal pods), `nodes` the node list. Nodes that should run the pod and have none are
 /// added as empty, the limits are computed against their count, and the maxSurge = 0 or > 0 plan follows.
 /// Nodes are visited in name order.
+///
+/// upstream: rollingUpdate
 pub fn plan_rolling_update<'a, N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,

@@ -284,6 +284,8 @@ pub fn replicas_annotations_need_update(rs: &ReplicaSetObject, desired: i32, max
 
 /// The revision a pending legacy rollback asks for (`deprecated.deployment.rollback.to`); `None` when
 /// absent, empty or unparsable (upstream ignores an invalid value).
+///
+/// upstream: getRollbackTo
 pub fn rollback_to(d: &DeploymentObject) -> Option<i64> {
     match annotation(&d.metadata, ROLLBACK_TO_ANNOTATION) {
         None | Some("") => None,

@@ -123,6 +123,8 @@ pub fn find_active_or_latest<'a>(
 /// Whether `spec.replicas` changed since the active ReplicaSets were last sized: some active
 /// ReplicaSet's `desired-replicas` annotation differs from it. Such a sync only scales (proportionally)
 /// and does not roll out.
+///
+/// upstream: isScalingEvent
 pub fn is_scaling_event(
     d: &DeploymentObject,
     new_rs: Option<&ReplicaSetObject>,

@@ -37,8 +37,10 @@ pub fn new_rs_new_replicas(
             // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
             let surge = scaled_value(rolling_params(d).0, replicas, Rounding::Up)?;
             let current = get_replica_count_for_replica_sets(all_rss);
-            // Go wraps `replicas + surge` (2147483647 + 1 is negative there, and the new ReplicaSet never
-            // grows); saturating keeps the limit at i32::MAX.
+            // Saturating, here and in every size formula after it: `replicas` and `maxSurge` are user
+            // numbers, anything the API accepts, and no user number may panic the controller (overflow in
+            // a debug build) or wrap (a release build). Go wraps `replicas + surge` (2147483647 + 1 is
+            // negative there, and the new ReplicaSet never grows); saturating keeps the limit at i32::MAX.
             let max_total = replicas.saturating_add(surge);
             let new_replicas = rs_replicas(new_rs);
             if current >= max_total {
@@ -57,6 +59,8 @@ pub fn new_rs_new_replicas(
 /// The step for the new ReplicaSet of a rolling update, if it needs one (upstream's
 /// `reconcileNewReplicaSet`): down to `replicas` when above, else up as far as
 /// [`new_rs_new_replicas`] allows. A returned step always changes the size.
+///
+/// upstream: reconcileNewReplicaSet
 pub fn reconcile_new_replica_set(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
@@ -211,6 +215,8 @@ pub struct OldReplicaSetsPlan {
 /// Sizes carry over between the two phases; statuses are the cached ones (upstream re-reads each
 /// updated ReplicaSet from the write's response, which can only differ if the ReplicaSet controller
 /// wrote a status in between).
+///
+/// upstream: reconcileOldReplicaSets
 pub fn reconcile_old_replica_sets(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],

@@ -18,7 +18,41 @@ use clap::{Args, ValueEnum};
 use mini_kcm_local_plane::Binaries;
 use mini_kcm_manager::object_view::{ObjectView, PodEntry, ViewedKind};
 use mini_kcm_runtime::decisions::{Decision, Outcome};
+use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::kind_name::parse_kind_name;
+
+/// Reads `<kind>/<name>` with the kind parser `rollout` uses; the family is the one the kind's name says,
+/// else `--family`, else apps/v1. A name and a `--family` that disagree are refused rather than one
+/// silently winning.
+pub(crate) fn parse_target(
+    target: &str,
+    family: Option<Family>,
+) -> anyhow::Result<(ViewedKind, Family, &str)> {
+    let (kind, name) = target
+        .split_once('/')
+        .with_context(|| format!("{target:?}: expected <kind>/<name>"))?;
+    let named = parse_kind_name(kind).with_context(|| {
+        format!("unknown kind {kind:?}: use deployment, replicaset or daemonset (or deploy, rs, ds, mdeploy, mrs, mds)")
+    })?;
+    let named_family = named.family.map(|f| match f {
+        ApiFamily::Apps => Family::Apps,
+        ApiFamily::Copies => Family::Copies,
+    });
+    let family = match (named_family, family) {
+        (Some(named), Some(flag)) if named != flag => {
+            anyhow::bail!("{kind:?} names the {named:?} family but --family says {flag:?}")
+        }
+        (named, flag) => named.or(flag).unwrap_or(Family::Apps),
+    };
+    let kind = match named.kind {
+        WorkloadKind::Deployment => ViewedKind::Deployment,
+        WorkloadKind::ReplicaSet => ViewedKind::ReplicaSet,
+        WorkloadKind::DaemonSet => ViewedKind::DaemonSet,
+    };
+    Ok((kind, family, name))
+}
 
 /// The file in a plane's state directory where `mini-kcm up` writes its manager's HTTP address.
 pub const MANAGER_ADDR_FILE: &str = "manager.addr";
@@ -37,13 +71,15 @@ pub enum Family {
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// `deployment/NAME`, `replicaset/NAME` or `daemonset/NAME` (also `deploy`, `rs`, `ds`).
+    /// `deployment/NAME`, `replicaset/NAME` or `daemonset/NAME`, with the names `rollout` takes (`deploy`,
+    /// `rs`, `ds`, the copies' `mdeploy`, `mrs`, `mds`, `deployments.minikcm.dev`, ...).
     target: String,
     #[arg(short = 'n', long, default_value = "default")]
     namespace: String,
-    /// `apps` (apps/v1) or `copies` (minikcm.dev/v1).
-    #[arg(long, value_enum, default_value_t = Family::Apps)]
-    family: Family,
+    /// `apps` (apps/v1) or `copies` (minikcm.dev/v1). Default: the family the kind's name says
+    /// (`mdeploy`, `….minikcm.dev`), else `apps`.
+    #[arg(long, value_enum)]
+    family: Option<Family>,
     /// The manager's HTTP address (its `--metrics-addr`). Default: the manager of the running
     /// `mini-kcm up`, else 127.0.0.1:10280.
     #[arg(long, env = "MINI_KCM_MANAGER_ADDR")]
@@ -54,14 +90,8 @@ pub struct ExplainArgs {
 }
 
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let (kind, name) = args
-        .target
-        .split_once('/')
-        .with_context(|| format!("{:?}: expected <kind>/<name>", args.target))?;
-    let kind = ViewedKind::parse(kind).with_context(|| {
-        format!("unknown kind {kind:?}: use deployment, replicaset or daemonset")
-    })?;
-    let family = match args.family {
+    let (kind, family, name) = parse_target(&args.target, args.family)?;
+    let family = match family {
         Family::Apps => "apps",
         Family::Copies => "copies",
     };

@@ -19,6 +19,7 @@
 mod allocator;
 mod duration;
 mod explain;
+mod kind_name;
 mod rollout;
 mod run;
 #[cfg(feature = "local-plane")]

@@ -36,6 +36,8 @@ pub enum ReplicaPlan {
 /// ReplicaSets), used to prefer deleting pods on crowded nodes; it is called only when some but not all
 /// pods go, since collecting them costs a walk over all those pods (upstream too reads them only when
 /// scaling down). At most `burst` pods per sync.
+///
+/// upstream: manageReplicas (its decision)
 pub fn plan_replicas(
     desired: usize,
     active: &[Arc<CachedPod>],
@@ -65,6 +67,8 @@ pub fn plan_replicas(
 /// The `diff` pods to delete first: ranked by upstream's `ActivePodsWithRanks` (rank = active related
 /// pods on the same node) unless every pod goes anyway. Each comes with the rule that put it ahead of the
 /// first pod that stays.
+///
+/// upstream: getPodsToDelete
 fn pods_to_delete(
     active: &[Arc<CachedPod>],
     related: impl FnOnce() -> Vec<Arc<CachedPod>>,

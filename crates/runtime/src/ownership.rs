@@ -148,6 +148,8 @@ pub enum AdoptionRefused {
 /// `can_adopt` is the live re-check of the owner (a fresh GET: is it still there, same UID, not being
 /// deleted?), run at most once, before the first adoption. `api` is the children's API in the owner's
 /// namespace. Returns the claimed children, or the first error after trying every candidate.
+///
+/// upstream: ClaimObject (claimPods / ClaimPods, ClaimReplicaSets, ClaimControllerRevisions)
 pub async fn claim<K, M>(
     api: &Api<K>,
     owner: &OwnerInfo,
@@ -257,6 +259,8 @@ where
 }
 
 /// Patches `owner`'s controller reference onto the child, recording the write in the decision log.
+///
+/// upstream: AdoptPod, AdoptReplicaSet
 async fn adopt<K>(
     api: &Api<K>,
     name: &str,
@@ -331,6 +335,8 @@ pub fn adopt_patch(child: &ObjectMeta, owner: &OwnerInfo) -> serde_json::Value {
 
 /// JSON patch removing the owner reference with `owner_uid`, guarded by the child's UID and the position
 /// of that reference. `None` if the child has no such reference.
+///
+/// upstream: ReleasePod, ReleaseReplicaSet (their patch)
 pub fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde_json::Value> {
     let index = child
         .owner_references

@@ -18,6 +18,8 @@ pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
 /// attempted are `count − successes − failures of the last batch`; callers that must lower expectations for
 /// them (the DaemonSet controller) can count failures inside `call`. An `initial_batch_size` of 0 makes no
 /// calls, as upstream.
+///
+/// upstream: slowStartBatch
 pub async fn slow_start_batch<F, Fut, E>(
     count: usize,
     initial_batch_size: usize,

@@ -205,6 +205,9 @@ impl DaemonSetController {
 
     // ---- nodes ----
 
+    /// A node added, changed or deleted: wake the DaemonSets whose decision for it can change.
+    ///
+    /// upstream: addNode, updateNode
     pub(crate) fn on_node(&self, change: &Change<Node>) {
         match change {
             Change::Added(node) => self.wake_for_node(None, node, NodeEvent::Present),

@@ -26,6 +26,8 @@ use crate::update::template_generation;
 impl DaemonSetController {
     /// Creates a pod on each of `nodes_needing_pods` and deletes `pods_to_delete` (pod names in the
     /// DaemonSet's namespace), each list capped at the burst. Returns every error, joined.
+    ///
+    /// upstream: syncNodes
     pub(crate) async fn sync_nodes(
         &self,
         snapshot: &Snapshot<'_>,

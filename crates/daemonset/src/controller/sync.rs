@@ -39,6 +39,9 @@ use crate::update::{plan_rolling_update, without_unmaintained_template_generatio
 use crate::{DaemonSetObject, REVISION_HASH_LABEL, SELECTING_ALL_REASON};
 
 impl DaemonSetController {
+    /// One sync of one DaemonSet, in upstream's order (docs/daemonset.md, "One sync").
+    ///
+    /// upstream: syncDaemonSet
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
@@ -165,6 +168,8 @@ impl DaemonSetController {
 
     /// Upstream's `manage`: the per-node plan executed by `sync_nodes`, with the failed-pod events and the
     /// backoff requeue. Returns whether any pod was to be created or deleted.
+    ///
+    /// upstream: manage
     async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<bool, SyncError> {
         let s = &self.inner;
         let plan = {

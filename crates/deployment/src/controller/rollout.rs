@@ -475,6 +475,10 @@ impl<'a> Rollout<'a> {
         self.sync_deployment_status().await
     }
 
+    /// One RollingUpdate step: grow the new ReplicaSet within maxSurge, else shrink old ones within
+    /// maxUnavailable; clean up once the rollout is complete; write the status.
+    ///
+    /// upstream: rolloutRolling
     pub(crate) async fn rollout_rolling(&mut self) -> Result<(), SyncError> {
         let (new, old) = self.new_and_old(true).await?;
         let Some(new) = new else {

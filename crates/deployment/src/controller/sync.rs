@@ -35,6 +35,9 @@ use crate::proportional::is_scaling_event;
 use crate::status::{check_paused_conditions, refused_for_pod_template_hash};
 
 impl DeploymentController {
+    /// One sync of one Deployment; the steps are in the module header.
+    ///
+    /// upstream: syncDeployment
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
         if !s.consistency.is_ready(key) {
@@ -139,6 +142,8 @@ impl DeploymentController {
 
     /// The Deployment's ReplicaSets after adoption and release: its own plus the namespace's orphans,
     /// from the index, claimed by the selector.
+    ///
+    /// upstream: getReplicaSetsForDeployment
     async fn claim_replica_sets(
         &self,
         d: &DeploymentObject,
@@ -166,6 +171,8 @@ impl DeploymentController {
     }
 
     /// Pods of the Deployment's ReplicaSets, with their ReplicaSet's UID (for Recreate).
+    ///
+    /// upstream: getPodMapForDeployment
     fn pods_by_replica_set(&self, rss: &[ReplicaSetObject]) -> Vec<(String, Arc<CachedPod>)> {
         rss.iter()
             .filter_map(|rs| rs.metadata.uid.clone())

@@ -1,18 +1,14 @@
 //! The resource argument of `mini-kcm rollout <verb>`: which object, of which kind and family.
 //!
-//! kubectl resolves `TYPE/NAME` through API discovery; we know the four resources we support, so the
-//! names are resolved locally (no discovery round trip, and the CRD copies need no special casing):
-//!
-//! - `apps/v1`: `deployment`, `deployments`, `deploy`, `daemonset`, `daemonsets`, `ds`, optionally with
-//!   `.apps` or `.v1.apps`;
-//! - `minikcm.dev/v1`: the same singular and plural names with `.minikcm.dev` or `.v1.minikcm.dev`, or
-//!   the copies' short names `mdeploy` and `mds`.
-//!
-//! Like kubectl, both `TYPE/NAME` and `TYPE NAME` are accepted, and type names are case-insensitive.
+//! `TYPE` is read by [`crate::kind_name`], the parser `explain` uses too: Deployments and DaemonSets of
+//! both families (`deploy/web`, `deployments.minikcm.dev/web`, `mds/agent`, ...); a name without a
+//! group means `apps/v1`. Like kubectl, both `TYPE/NAME` and `TYPE NAME` are accepted.
 
 use anyhow::{anyhow, bail};
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::kinds::{ApiFamily, COPIES_GROUP, WorkloadKind};
+use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+
+use crate::kind_name::{KindName, parse_kind_name};
 
 /// The kinds that have rollouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,50 +89,28 @@ impl Target {
     }
 }
 
-/// Resolves a resource type name (without the object name).
+/// Resolves a resource type name (without the object name) with the parser `explain` shares; a name
+/// without a group means `apps/v1`, as with kubectl.
 fn parse_type(type_name: &str) -> anyhow::Result<(RolloutKind, ApiFamily)> {
-    let lowered = type_name.to_ascii_lowercase();
-    // Short names of the copies stand alone, as with kubectl (a short name takes no group suffix).
-    match lowered.as_str() {
-        "mdeploy" => return Ok((RolloutKind::Deployment, ApiFamily::Copies)),
-        "mds" => return Ok((RolloutKind::DaemonSet, ApiFamily::Copies)),
-        _ => {}
-    }
-    let copies_suffixes = [format!(".v1.{COPIES_GROUP}"), format!(".{COPIES_GROUP}")];
-    let (base, family) = if let Some(base) = copies_suffixes
-        .iter()
-        .find_map(|suffix| lowered.strip_suffix(suffix.as_str()))
-    {
-        (base, ApiFamily::Copies)
-    } else if let Some(base) = lowered
-        .strip_suffix(".v1.apps")
-        .or_else(|| lowered.strip_suffix(".apps"))
-    {
-        (base, ApiFamily::Apps)
-    } else {
-        (lowered.as_str(), ApiFamily::Apps)
+    let Some(KindName { kind, family }) = parse_kind_name(type_name) else {
+        bail!("the server doesn't have a resource type {type_name:?}")
     };
-    // Short names only without a group, as kubectl's REST mapper resolves them.
-    let grouped = base.len() != lowered.len();
-    match base {
-        "deployment" | "deployments" => Ok((RolloutKind::Deployment, family)),
-        "deploy" if !grouped => Ok((RolloutKind::Deployment, family)),
-        "daemonset" | "daemonsets" => Ok((RolloutKind::DaemonSet, family)),
-        "ds" if !grouped => Ok((RolloutKind::DaemonSet, family)),
-        "replicaset" | "replicasets" | "rs" | "mrs" => bail!(
-            "rollout is not supported for {}: use a Deployment or a DaemonSet",
-            match family {
-                ApiFamily::Apps if lowered != "mrs" => "replicasets.apps".to_string(),
-                _ => format!("replicasets.{COPIES_GROUP}"),
-            }
+    let family = family.unwrap_or(ApiFamily::Apps);
+    match kind {
+        WorkloadKind::Deployment => Ok((RolloutKind::Deployment, family)),
+        WorkloadKind::DaemonSet => Ok((RolloutKind::DaemonSet, family)),
+        WorkloadKind::ReplicaSet => bail!(
+            "rollout is not supported for {}.{}: use a Deployment or a DaemonSet",
+            kind.plural(),
+            family.group()
         ),
-        _ => bail!("the server doesn't have a resource type {type_name:?}"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mini_kcm_runtime::kinds::COPIES_GROUP;
 
     fn parsed(resource: &str) -> (RolloutKind, ApiFamily, String) {
         match Target::parse(resource, None) {
@@ -199,6 +173,44 @@ mod tests {
                 "{ty}"
             );
         }
+    }
+
+    /// `explain` and `rollout` share one kind parser; this keeps it so, whatever either grows.
+    #[test]
+    fn every_name_rollout_accepts_explain_accepts_as_the_same_object() {
+        use crate::explain::{Family, parse_target};
+        use crate::kind_name::SHORT_NAMES;
+        let mut names: Vec<String> = SHORT_NAMES.iter().map(|(s, ..)| s.to_string()).collect();
+        for base in ["deployment", "replicaset", "daemonset"] {
+            for name in [base.to_string(), format!("{base}s"), base.to_uppercase()] {
+                for suffix in ["", ".apps", ".v1.apps", ".minikcm.dev", ".v1.minikcm.dev"] {
+                    names.push(format!("{name}{suffix}"));
+                }
+            }
+        }
+        let mut accepted = 0;
+        for ty in &names {
+            let resource = format!("{ty}/web");
+            let Ok(target) = Target::parse(&resource, None) else {
+                continue;
+            };
+            accepted += 1;
+            let (kind, family, name) = parse_target(&resource, None)
+                .unwrap_or_else(|e| panic!("rollout takes {ty:?}, explain refuses it: {e}"));
+            assert_eq!(kind.kind(), target.workload_kind().kind(), "{ty}");
+            let expected = match target.family {
+                ApiFamily::Apps => Family::Apps,
+                ApiFamily::Copies => Family::Copies,
+            };
+            assert_eq!(family, expected, "{ty}");
+            assert_eq!(name, "web");
+        }
+        // Every Deployment and DaemonSet short name, plus 2 kinds × 3 spellings × 5 suffixes.
+        assert_eq!(
+            accepted,
+            4 + 30,
+            "rollout accepted fewer names than it should"
+        );
     }
 
     #[test]

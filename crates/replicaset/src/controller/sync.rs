@@ -58,6 +58,9 @@ impl mini_kcm_runtime::worker::SyncFailure for SyncError {
 }
 
 impl ReplicaSetController {
+    /// One sync of one ReplicaSet; the steps are in the module header.
+    ///
+    /// upstream: syncReplicaSet
     pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
@@ -184,6 +187,8 @@ impl ReplicaSetController {
     }
 
     /// Carries out a plan; returns the failure for the `ReplicaFailure` condition, if any.
+    ///
+    /// upstream: manageReplicas (its writes)
     async fn execute(
         &self,
         key: &ObjectKey,

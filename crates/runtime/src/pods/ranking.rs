@@ -53,6 +53,8 @@ fn ready_condition(pod: &CachedPod) -> Option<&PodCondition> {
 }
 
 /// Not Succeeded, not Failed, and not being deleted: the pods that count as replicas.
+///
+/// upstream: IsPodActive (FilterActivePods keeps the pods it accepts)
 pub fn is_pod_active(pod: &CachedPod) -> bool {
     !matches!(phase(pod), "Succeeded" | "Failed") && pod.metadata.deletion_timestamp.is_none()
 }
