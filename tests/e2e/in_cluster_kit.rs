@@ -13,8 +13,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kube::{Api, ResourceExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, ResourceExt};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
 

@@ -131,7 +131,8 @@ fn the_runc_wrapper_drops_only_cap_sys_resource_and_only_where_the_host_lacks_it
     let all = json!({"bounding": caps, "effective": caps, "permitted": caps, "inheritable": caps, "ambient": caps});
     std::fs::write(
         bundle.join("config.json"),
-        json!({"ociVersion": "1.0.2", "process": {"args": ["/pause"], "capabilities": all}}).to_string(),
+        json!({"ociVersion": "1.0.2", "process": {"args": ["/pause"], "capabilities": all}})
+            .to_string(),
     )
     .unwrap();
     let process = dir.join("process.json");
@@ -149,11 +150,7 @@ fn the_runc_wrapper_drops_only_cap_sys_resource_and_only_where_the_host_lacks_it
         ),
     )
     .unwrap();
-    std::fs::set_permissions(
-        &fake,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
     let host_lacks_it = !host_bounding_set_has(24);
     let expected: Vec<&str> = if host_lacks_it {
@@ -183,30 +180,51 @@ fn the_runc_wrapper_drops_only_cap_sys_resource_and_only_where_the_host_lacks_it
     let capabilities = |file: &str, pointer: &str| -> Vec<Vec<String>> {
         let value: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
-        ["bounding", "effective", "permitted", "inheritable", "ambient"]
-            .iter()
-            .map(|set| {
-                value
-                    .pointer(&format!("{pointer}/capabilities/{set}"))
-                    .unwrap()
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|c| c.as_str().unwrap().to_string())
-                    .collect()
-            })
-            .collect()
+        [
+            "bounding",
+            "effective",
+            "permitted",
+            "inheritable",
+            "ambient",
+        ]
+        .iter()
+        .map(|set| {
+            value
+                .pointer(&format!("{pointer}/capabilities/{set}"))
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect()
     };
 
     let bundle_arg = bundle.to_string_lossy().into_owned();
-    run(&["--root", "/run/runc", "--log-format", "json", "create", "--bundle", &bundle_arg, "c1"]);
+    run(&[
+        "--root",
+        "/run/runc",
+        "--log-format",
+        "json",
+        "create",
+        "--bundle",
+        &bundle_arg,
+        "c1",
+    ]);
     for set in capabilities("seen-config.json", "/process") {
-        assert_eq!(set, expected, "create: host lacks CAP_SYS_RESOURCE: {host_lacks_it}");
+        assert_eq!(
+            set, expected,
+            "create: host lacks CAP_SYS_RESOURCE: {host_lacks_it}"
+        );
     }
     let process_arg = process.to_string_lossy().into_owned();
     run(&["exec", "--process", &process_arg, "--detach", "c1"]);
     for set in capabilities("seen-process.json", "") {
-        assert_eq!(set, expected, "exec: host lacks CAP_SYS_RESOURCE: {host_lacks_it}");
+        assert_eq!(
+            set, expected,
+            "exec: host lacks CAP_SYS_RESOURCE: {host_lacks_it}"
+        );
     }
     // Other commands pass through untouched.
     run(&["state", "c1"]);
@@ -275,10 +293,7 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
     drop(cluster);
     let after = DockerState::capture();
     before.assert_same_as(&after);
-    println!(
-        "kind test done in {:.0}s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("kind test done in {:.0}s", started.elapsed().as_secs_f64());
     let _ = std::fs::remove_dir_all(&work);
 }
 
@@ -308,7 +323,11 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
     let leader = pod_of_identity(&replicas, &first_holder).clone();
     for pod in &replicas {
         let status = master_status(&ns.client, &pod.name_any()).await;
-        let expected = if pod.name_any() == leader.name_any() { 1.0 } else { 0.0 };
+        let expected = if pod.name_any() == leader.name_any() {
+            1.0
+        } else {
+            0.0
+        };
         println!("{}: leader_election_master_status {status}", pod.name_any());
         assert_eq!(status, expected, "{}", pod.name_any());
     }
@@ -319,7 +338,10 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         &["logs", "--namespace", SYSTEM_NAMESPACE, &leader.name_any()],
         None,
     );
-    assert!(!logs.contains('\u{1b}'), "colour codes in the logs:\n{logs}");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "colour codes in the logs:\n{logs}"
+    );
     let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!lines.is_empty(), "the leader logged nothing");
     for line in &lines {
@@ -377,14 +399,22 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         takeover <= TAKEOVER_BOUND,
         "the takeover took {takeover:?} (bound {TAKEOVER_BOUND:?})"
     );
-    assert!(acquired >= deleted_at, "acquired {acquired} before the deletion");
+    assert!(
+        acquired >= deleted_at,
+        "acquired {acquired} before the deletion"
+    );
     set_version(&deployments, "v2").await;
     wait_complete_in(ApiFamily::Apps, &ns, &deployments, "web", 3, "2").await;
     duplicates.assert_none();
     let audit_log = info.state_dir.join("audit.log");
     let (audit, _) = run(
         "docker".as_ref(),
-        &["exec", &format!("{CLUSTER}-control-plane"), "cat", &format!("{AUDIT_DIR}/audit.log")],
+        &[
+            "exec",
+            &format!("{CLUSTER}-control-plane"),
+            "cat",
+            &format!("{AUDIT_DIR}/audit.log"),
+        ],
     );
     std::fs::write(&audit_log, audit).unwrap();
     let writes = mini_kcm_writes(&audit_log);
@@ -397,11 +427,17 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         .filter(|w| w.user_agent.contains(&format!("({}_", leader.name_any())))
         .filter(|w| w.received > acquired)
         .collect();
-    assert!(late.is_empty(), "writes of the old leader after the hand-over: {late:#?}");
+    assert!(
+        late.is_empty(),
+        "writes of the old leader after the hand-over: {late:#?}"
+    );
 
     // A rolling update of mini-kcm itself (another image tag), while a Deployment keeps being reconciled.
     // mini-kcm manages apps/v1 here, so it rolls out its own Deployment, handing the lease over on the way.
-    run(kind, &["load", "docker-image", ROLLED_IMAGE, "--name", CLUSTER]);
+    run(
+        kind,
+        &["load", "docker-image", ROLLED_IMAGE, "--name", CLUSTER],
+    );
     let system_deployments: Api<Deployment> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
     system_deployments
         .patch(
@@ -481,7 +517,11 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         .filter(|n| n.contains("-worker"))
         .collect();
     for pod in ns.api::<Pod>().list(&Default::default()).await.unwrap() {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         assert!(workers.contains(&node), "{} runs on {node}", pod.name_any());
     }
 }
@@ -578,7 +618,10 @@ fn run_tour(work: &Path, kind: &Path, config: &Path) -> Duration {
     let status = child.wait().unwrap();
     watchdog.thread().unpark();
     let timed_out = watchdog.join().unwrap();
-    assert!(!timed_out, "the tour did not finish within {TOUR_TIMEOUT:?}");
+    assert!(
+        !timed_out,
+        "the tour did not finish within {TOUR_TIMEOUT:?}"
+    );
     assert!(status.success(), "the tour failed ({status})");
     assert!(
         output.contains("mini-kcm tour complete (13 steps"),
@@ -703,7 +746,9 @@ impl ClusterGuard {
         let _ = Command::new(&self.kind)
             .args(["delete", "cluster", "--name", CLUSTER])
             .output();
-        let _ = Command::new("docker").args(["network", "rm", "kind"]).output();
+        let _ = Command::new("docker")
+            .args(["network", "rm", "kind"])
+            .output();
     }
 }
 
@@ -745,6 +790,9 @@ impl DockerState {
     }
 
     fn assert_same_as(&self, after: &DockerState) {
-        assert_eq!(self, after, "Docker objects left behind by the kind cluster");
+        assert_eq!(
+            self, after,
+            "Docker objects left behind by the kind cluster"
+        );
     }
 }
