@@ -295,7 +295,7 @@ async fn a_forced_relist_mid_scale_creates_and_deletes_exactly(family: ApiFamily
 }
 
 /// The API server restarted over and over with every watch expired each time (etcd compacted while it
-/// is down): after each restart every informer of a manager of both families (10 watches) must have
+/// is down): after each restart every informer of a manager of both families (9 watches) must have
 /// relisted within [`RESUME_BOUND`] of the API server answering again. Prints each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informers_relist_promptly_after_every_api_server_restart() {
