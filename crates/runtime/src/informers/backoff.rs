@@ -16,6 +16,9 @@
 //! - every retry of every watch in the process first takes a token from one [`RetryBudget`] (10 per
 //!   second, bursts of 10), so however many informers a process runs, a recovering API server sees at
 //!   most that many retries from it.
+//!
+//! Inside one request, kube's retry of 429/503 waits at most 2 s too, the server's `Retry-After`
+//! included (`crate::transport`): a restarting API server asks for 5 s on custom resources.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
