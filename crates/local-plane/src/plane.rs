@@ -556,6 +556,11 @@ fn apiserver_args(dir: &Path, ports: &Ports, pki: &PkiFiles, real_node: bool) ->
         format!("--client-ca-file={}", pki.ca_cert.display()),
         format!("--token-auth-file={}", pki.token_file.display()),
         "--authorization-mode=Node,RBAC".into(),
+        // Added to the default plugins. Only a user outside `system:masters` is checked (the plane's
+        // components and the admin token are in it), so it tests exactly a manager run with the
+        // manifests' roles: setting an owner reference with `blockOwnerDeletion` needs `update` on the
+        // owner's `finalizers` subresource, as on clusters that enable it (OpenShift does).
+        "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".into(),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         format!(
             "--service-account-key-file={}",
@@ -755,6 +760,23 @@ mod tests {
             UpstreamWorkloadControllers::Enabled,
         );
         assert!(with.contains(&"--controllers=*".to_string()));
+    }
+
+    #[test]
+    fn owner_references_are_permission_checked() {
+        let ports = Ports {
+            etcd_client: 1,
+            etcd_peer: 2,
+            apiserver: 3,
+            scheduler: 4,
+            controller_manager: 5,
+        };
+        let args = apiserver_args(Path::new("d"), &ports, &pki(), false);
+        assert!(
+            args.contains(
+                &"--enable-admission-plugins=OwnerReferencesPermissionEnforcement".into()
+            )
+        );
     }
 
     #[test]

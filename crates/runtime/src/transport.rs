@@ -19,6 +19,13 @@
 //! expiry of a client certificate from the plugin as the client's `valid_until`, through a helper it
 //! does not export). mini-kcm's deployments use neither (a service-account token in the cluster, a
 //! kubeconfig with a client certificate on the local plane); such configs only lose the socket option.
+//!
+//! One change to kube's retry of 429/5xx ([`CappedRetry`]): no single wait longer than 2 s, the server's
+//! `Retry-After` included. A restarting API server answers requests for custom resources with 503
+//! "retry after 5 s" until its handlers are installed, and then 429 "retry after 1 s" while their storage
+//! starts; honoured in full, the informers of the `minikcm.dev` copies resumed 5–6 s after the API
+//! server was ready. A handful of requests a second (the watches' own retries are bounded per process,
+//! `informers::RetryBudget`) does not load it.
 
 use http::{Request, Response};
 use hyper_timeout::TimeoutConnector;
@@ -26,7 +33,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder, ConfigExt, DynBody};
-use tower::retry::RetryLayer;
+use std::time::Duration;
+use tower::retry::{Policy, RetryLayer};
 use tower::util::BoxService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
@@ -59,7 +67,7 @@ pub fn client_builder(
         .option_layer(
             config
                 .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+                .then(|| RetryLayer::new(CappedRetry(RetryPolicy::server_retry()))),
         )
         .option_layer(auth)
         .layer(config.extra_headers_layer()?)
@@ -76,6 +84,35 @@ pub fn client_builder(
     ))
 }
 
+/// The longest wait before a retry inside one request (see the module header).
+pub const RETRY_WAIT_CAP: Duration = Duration::from_secs(2);
+
+/// kube's retry policy (429, 503 and 504, up to 15 times, exponential from 5 ms or the server's
+/// `Retry-After`) with every wait cut to [`RETRY_WAIT_CAP`].
+#[derive(Clone)]
+pub struct CappedRetry(pub RetryPolicy);
+
+impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for CappedRetry {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        request: &mut Request<Body>,
+        result: &mut Result<Response<Res>, BoxError>,
+    ) -> Option<Self::Future> {
+        let wait = self.0.retry(request, result)?;
+        let latest = tokio::time::Instant::now() + RETRY_WAIT_CAP;
+        Some(tokio::time::sleep_until(wait.deadline().min(latest)))
+    }
+
+    fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        <RetryPolicy as Policy<Request<Body>, Response<Res>, BoxError>>::clone_request(
+            &mut self.0,
+            request,
+        )
+    }
+}
+
 /// The TCP connector: any scheme (TLS wraps it), `TCP_NODELAY` on.
 fn http_connector() -> HttpConnector {
     let mut connector = HttpConnector::new();
@@ -87,7 +124,31 @@ fn http_connector() -> HttpConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+
+    /// How long the retry of a response waits (`None`: no retry), on paused time.
+    fn retry_wait(status: u16, retry_after: Option<&str>) -> Option<Duration> {
+        let mut policy = CappedRetry(RetryPolicy::server_retry());
+        let mut response = Response::builder().status(status);
+        if let Some(seconds) = retry_after {
+            response = response.header("Retry-After", seconds);
+        }
+        let mut result: Result<Response<()>, BoxError> = Ok(response.body(()).unwrap());
+        let mut request = Request::new(Body::empty());
+        let wait = policy.retry(&mut request, &mut result)?;
+        Some(wait.deadline() - tokio::time::Instant::now())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_servers_retry_after_is_followed_up_to_2s() {
+        // A restarting API server's 503 for custom resources: "retry after 5 s".
+        assert_eq!(retry_wait(503, Some("5")), Some(RETRY_WAIT_CAP));
+        // "storage is (re)initializing": 429, retry after 1 s, followed as it is.
+        assert_eq!(retry_wait(429, Some("1")), Some(Duration::from_secs(1)));
+        // Without a hint, kube's exponential backoff, from 5 ms (jittered).
+        assert!(retry_wait(503, None).is_some_and(|w| w < Duration::from_millis(100)));
+        assert_eq!(retry_wait(200, None), None);
+        assert_eq!(retry_wait(404, Some("5")), None);
+    }
 
     /// The connector `client_builder` dials with opens sockets with Nagle's algorithm off (fails if
     /// `set_nodelay` is dropped from it).

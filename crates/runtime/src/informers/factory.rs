@@ -6,13 +6,13 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::pods::cached::CachedPod;
 
+use super::backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
@@ -179,8 +179,13 @@ impl SharedInformers {
         // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
         // has handed them all over.
         let config = watcher::Config::default().page_size(100);
-        // The informer makes each decoded object what the cache keeps (`K::cached`).
-        let events = watcher(api, config).default_backoff().boxed();
+        // The informer makes each decoded object what the cache keeps (`K::cached`). Failed requests are
+        // retried within 2 s, and at once after a 410, under the process's retry budget (`backoff`).
+        let events = with_watch_backoff(
+            watcher(api, config),
+            WatchBackoff::new(),
+            RetryBudget::process(),
+        );
         let informer = Informer::new(
             events,
             K::kind(dyntype).into_owned(),
