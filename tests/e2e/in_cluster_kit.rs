@@ -324,3 +324,197 @@ pub fn mini_kcm_writes(audit_log: &Path) -> Vec<AuditedWrite> {
         })
         .collect()
 }
+
+/// The namespace of mini-kcm's in-cluster install (deploy/in-cluster), its lease and its pods' label.
+pub const SYSTEM_NAMESPACE: &str = "mini-kcm-system";
+pub const LEASE: &str = "mini-kcm";
+pub const APP_LABEL: &str = "app.kubernetes.io/name=mini-kcm";
+
+/// `kubectl logs` of a mini-kcm pod: one JSON object per line, no colour codes.
+pub fn assert_json_logs(plane: &mini_kcm_testkit::PlaneInfo, pod: &str) {
+    let (logs, _) = crate::kubectl(plane, &["logs", "--namespace", SYSTEM_NAMESPACE, pod], None);
+    assert!(
+        !logs.contains('\u{1b}'),
+        "colour codes in the logs:\n{logs}"
+    );
+    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "{pod} logged nothing");
+    for line in &lines {
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
+        assert!(
+            parsed.as_ref().is_ok_and(serde_json::Value::is_object),
+            "not a JSON object: {line}"
+        );
+    }
+}
+
+/// Waits until a replica other than `first_holder` holds the lease, after the leader pod was deleted at
+/// `deleted` (`deleted_at` on the wall clock); fails past `bound`. Returns when the new holder acquired it.
+pub async fn wait_takeover(
+    ns: &TestNamespace,
+    first_holder: &str,
+    deleted: std::time::Instant,
+    deleted_at: Timestamp,
+    bound: std::time::Duration,
+) -> Timestamp {
+    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let lease = ns
+        .wait_for(
+            &leases,
+            LEASE,
+            "another replica holding the lease",
+            bound + TIMEOUT,
+            |l| holder(l).is_some_and(|h| h != first_holder),
+        )
+        .await
+        .unwrap();
+    let takeover = deleted.elapsed();
+    let acquired = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.acquire_time.as_ref())
+        .map(|t| t.0)
+        .unwrap();
+    println!(
+        "takeover by {}: {:.1}s after the leader pod's deletion (bound {}s)",
+        holder(Some(&lease)).unwrap_or_default(),
+        takeover.as_secs_f64(),
+        bound.as_secs()
+    );
+    assert!(
+        takeover <= bound,
+        "the takeover took {takeover:?} (bound {bound:?})"
+    );
+    assert!(
+        acquired >= deleted_at,
+        "acquired {acquired} before the deletion"
+    );
+    acquired
+}
+
+/// No write of the pod `old_leader` in the audit log after `acquired` (when the next leader took over).
+pub fn assert_no_write_after(audit_log: &Path, old_leader: &str, acquired: Timestamp) {
+    let writes = mini_kcm_writes(audit_log);
+    // Else the check below would hold for an audit log that records nothing of mini-kcm.
+    assert!(
+        !writes.is_empty(),
+        "the audit log {} shows no write of mini-kcm at all",
+        audit_log.display()
+    );
+    let late: Vec<_> = writes
+        .into_iter()
+        .filter(|w| w.user_agent.contains(&format!("({old_leader}_")))
+        .filter(|w| w.received > acquired)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes of the old leader after the hand-over: {late:#?}"
+    );
+}
+
+/// Starts a rolling update of mini-kcm's own Deployment to `image`.
+pub async fn start_own_rollout(ns: &TestNamespace, image: &str) {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    deployments
+        .patch(
+            "mini-kcm",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(
+                serde_json::json!({"spec": {"template": {"spec": {"containers": [
+                    {"name": "mini-kcm", "image": image}
+                ]}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// Waits until mini-kcm's own rolling update to `image` is complete (2 replicas of it available) and a pod
+/// of that image holds the lease (the last old pod releases it on SIGTERM; a new one acquires it).
+pub async fn wait_own_rollout(
+    ns: &TestNamespace,
+    image: &str,
+    pod_timeout: std::time::Duration,
+    lease_bound: std::time::Duration,
+) {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    ns.wait_for(
+        &deployments,
+        "mini-kcm",
+        "mini-kcm's rolling update complete",
+        pod_timeout,
+        |d| {
+            d.is_some_and(|d| {
+                let status = d.status.clone().unwrap_or_default();
+                status.observed_generation == d.metadata.generation
+                    && status.updated_replicas == Some(2)
+                    && status.available_replicas == Some(2)
+                    && status.replicas == Some(2)
+            })
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let rolled: Vec<String> = pods
+        .list(&kube::api::ListParams::default().labels(APP_LABEL))
+        .await
+        .unwrap()
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .is_some_and(|s| s.containers[0].image.as_deref() == Some(image))
+        })
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(rolled.len(), 2, "pods of the new image: {rolled:?}");
+    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let lease = ns
+        .wait_for(
+            &leases,
+            LEASE,
+            "a pod of the new image holding the lease",
+            lease_bound + TIMEOUT,
+            |l| holder(l).is_some_and(|h| rolled.iter().any(|p| h.starts_with(&format!("{p}_")))),
+        )
+        .await
+        .unwrap();
+    println!(
+        "after mini-kcm's own rollout the lease is held by {}",
+        holder(Some(&lease)).unwrap_or_default()
+    );
+}
+
+/// Waits until both replicas of mini-kcm's install are Running and Ready (`placed` also holds for each)
+/// and one holds the lease; returns the replicas, the lease holder's identity and its pod.
+pub async fn wait_replicas_and_leader(
+    ns: &TestNamespace,
+    what: &str,
+    timeout: std::time::Duration,
+    placed: impl Fn(&Pod) -> bool,
+) -> (Vec<Pod>, String, Pod) {
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let replicas = ns
+        .wait_for_list(
+            &pods,
+            watcher::Config::default().labels(APP_LABEL),
+            what,
+            timeout,
+            |pods| pods.len() == 2 && pods.iter().all(|p| is_ready(p) && placed(p)),
+        )
+        .await;
+    let names: Vec<String> = replicas.iter().map(ResourceExt::name_any).collect();
+    println!("replicas: {names:?}");
+    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
+    let lease = ns
+        .wait_for(&leases, LEASE, "a holder of the lease", TIMEOUT, |l| {
+            holder(l).is_some()
+        })
+        .await;
+    let first_holder = holder(lease.as_ref()).unwrap();
+    let leader = pod_of_identity(&replicas, &first_holder).clone();
+    (replicas, first_holder, leader)
+}

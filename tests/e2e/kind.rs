@@ -25,27 +25,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use mini_kcm_e2e::in_cluster_kit::{
-    DuplicateWatch, IMAGE, build_image, docker, holder, is_ready, mini_kcm_writes, pod_of_identity,
-    wait_complete_in,
+    DuplicateWatch, IMAGE, SYSTEM_NAMESPACE, assert_json_logs, assert_no_write_after, build_image,
+    docker, start_own_rollout, wait_complete_in, wait_own_rollout, wait_replicas_and_leader,
+    wait_takeover,
 };
-use mini_kcm_e2e::{TIMEOUT, repo_path, selector};
+use mini_kcm_e2e::{repo_path, selector};
 use mini_kcm_local_plane::{Binaries, VersionSet};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneInfo, TestNamespace};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "mini-kcm-e2e";
-const SYSTEM_NAMESPACE: &str = "mini-kcm-system";
-const LEASE: &str = "mini-kcm";
-const APP_LABEL: &str = "app.kubernetes.io/name=mini-kcm";
 /// The same image under another tag, for the rolling update of mini-kcm's own Deployment.
 const ROLLED_IMAGE: &str = "mini-kcm:rolled";
 /// `--leader-elect-lease-duration` (15 s) + `--leader-elect-retry-period` (2 s) + API calls (2 s).
@@ -300,27 +296,14 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
 async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
     let ns = TestNamespace::create(info, "kind").await;
     let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    let replicas = ns
-        .wait_for_list(
-            &pods,
-            watcher::Config::default().labels(APP_LABEL),
-            "both mini-kcm replicas Running and Ready",
-            POD_TIMEOUT,
-            |pods| pods.len() == 2 && pods.iter().all(is_ready),
-        )
-        .await;
-    let names: Vec<String> = replicas.iter().map(ResourceExt::name_any).collect();
-    println!("replicas: {names:?}");
-
     // One leader: the lease names one replica, and only that one reports itself master.
-    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    let lease = ns
-        .wait_for(&leases, LEASE, "a holder of the lease", TIMEOUT, |l| {
-            holder(l).is_some()
-        })
-        .await;
-    let first_holder = holder(lease.as_ref()).unwrap();
-    let leader = pod_of_identity(&replicas, &first_holder).clone();
+    let (replicas, first_holder, leader) = wait_replicas_and_leader(
+        &ns,
+        "both mini-kcm replicas Running and Ready",
+        POD_TIMEOUT,
+        |_| true,
+    )
+    .await;
     for pod in &replicas {
         let status = master_status(&ns.client, &pod.name_any()).await;
         let expected = if pod.name_any() == leader.name_any() {
@@ -333,27 +316,10 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
     }
 
     // `kubectl logs`: one JSON object per line, no colour codes.
-    let (logs, _) = mini_kcm_e2e::kubectl(
-        info,
-        &["logs", "--namespace", SYSTEM_NAMESPACE, &leader.name_any()],
-        None,
-    );
-    assert!(
-        !logs.contains('\u{1b}'),
-        "colour codes in the logs:\n{logs}"
-    );
-    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(!lines.is_empty(), "the leader logged nothing");
-    for line in &lines {
-        let parsed: Result<Value, _> = serde_json::from_str(line);
-        assert!(
-            parsed.as_ref().is_ok_and(Value::is_object),
-            "not a JSON object: {line}"
-        );
-    }
+    assert_json_logs(info, &leader.name_any());
 
     // An apps/v1 Deployment, reconciled by mini-kcm (kube-controller-manager's controllers are off).
-    let image = node_image(kind);
+    let image = node_image();
     let deployments: Api<DeploymentObject> = Api::namespaced_with(
         ns.client.clone(),
         &ns.name,
@@ -372,37 +338,7 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
     pods.delete(&leader.name_any(), &DeleteParams::default())
         .await
         .unwrap();
-    let lease = ns
-        .wait_for(
-            &leases,
-            LEASE,
-            "another replica holding the lease",
-            TAKEOVER_BOUND + TIMEOUT,
-            |l| holder(l).is_some_and(|h| h != first_holder),
-        )
-        .await
-        .unwrap();
-    let takeover = deleted.elapsed();
-    let acquired = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.acquire_time.as_ref())
-        .map(|t| t.0)
-        .unwrap();
-    println!(
-        "takeover by {}: {:.1}s after the leader pod's deletion (bound {}s)",
-        holder(Some(&lease)).unwrap(),
-        takeover.as_secs_f64(),
-        TAKEOVER_BOUND.as_secs()
-    );
-    assert!(
-        takeover <= TAKEOVER_BOUND,
-        "the takeover took {takeover:?} (bound {TAKEOVER_BOUND:?})"
-    );
-    assert!(
-        acquired >= deleted_at,
-        "acquired {acquired} before the deletion"
-    );
+    let acquired = wait_takeover(&ns, &first_holder, deleted, deleted_at, TAKEOVER_BOUND).await;
     set_version(&deployments, "v2").await;
     wait_complete_in(ApiFamily::Apps, &ns, &deployments, "web", 3, "2").await;
     duplicates.assert_none();
@@ -417,20 +353,7 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         ],
     );
     std::fs::write(&audit_log, audit).unwrap();
-    let writes = mini_kcm_writes(&audit_log);
-    assert!(
-        !writes.is_empty(),
-        "the audit log shows no write of mini-kcm at all"
-    );
-    let late: Vec<_> = writes
-        .into_iter()
-        .filter(|w| w.user_agent.contains(&format!("({}_", leader.name_any())))
-        .filter(|w| w.received > acquired)
-        .collect();
-    assert!(
-        late.is_empty(),
-        "writes of the old leader after the hand-over: {late:#?}"
-    );
+    assert_no_write_after(&audit_log, &leader.name_any(), acquired);
 
     // A rolling update of mini-kcm itself (another image tag), while a Deployment keeps being reconciled.
     // mini-kcm manages apps/v1 here, so it rolls out its own Deployment, handing the lease over on the way.
@@ -438,17 +361,7 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         kind,
         &["load", "docker-image", ROLLED_IMAGE, "--name", CLUSTER],
     );
-    let system_deployments: Api<Deployment> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    system_deployments
-        .patch(
-            "mini-kcm",
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
-                {"name": "mini-kcm", "image": ROLLED_IMAGE}
-            ]}}}})),
-        )
-        .await
-        .unwrap();
+    start_own_rollout(&ns, ROLLED_IMAGE).await;
     deployments
         .patch(
             "web",
@@ -458,50 +371,7 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         .await
         .unwrap();
     wait_complete_in(ApiFamily::Apps, &ns, &deployments, "web", 5, "2").await;
-    ns.wait_for(
-        &system_deployments,
-        "mini-kcm",
-        "mini-kcm's rolling update complete",
-        POD_TIMEOUT,
-        |d| {
-            d.is_some_and(|d| {
-                let status = d.status.clone().unwrap_or_default();
-                status.observed_generation == d.metadata.generation
-                    && status.updated_replicas == Some(2)
-                    && status.available_replicas == Some(2)
-                    && status.replicas == Some(2)
-            })
-        },
-    )
-    .await;
-    let rolled: Vec<String> = pods
-        .list(&kube::api::ListParams::default().labels(APP_LABEL))
-        .await
-        .unwrap()
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.spec
-                .as_ref()
-                .is_some_and(|s| s.containers[0].image.as_deref() == Some(ROLLED_IMAGE))
-        })
-        .map(ResourceExt::name_any)
-        .collect();
-    assert_eq!(rolled.len(), 2, "pods of the new image: {rolled:?}");
-    let lease = ns
-        .wait_for(
-            &leases,
-            LEASE,
-            "a pod of the new image holding the lease",
-            TAKEOVER_BOUND + TIMEOUT,
-            |l| holder(l).is_some_and(|h| rolled.iter().any(|p| h.starts_with(&format!("{p}_")))),
-        )
-        .await
-        .unwrap();
-    println!(
-        "after mini-kcm's own rollout the lease is held by {}",
-        holder(Some(&lease)).unwrap_or_default()
-    );
+    wait_own_rollout(&ns, ROLLED_IMAGE, POD_TIMEOUT, TAKEOVER_BOUND).await;
     // The new leader reconciles: another rollout completes.
     set_version(&deployments, "v3").await;
     wait_complete_in(ApiFamily::Apps, &ns, &deployments, "web", 5, "3").await;
@@ -647,7 +517,7 @@ fn run(program: &Path, args: &[&str]) -> (String, String) {
 }
 
 /// The image every node has: the sandbox (pause) image of its containerd.
-fn node_image(_kind: &Path) -> String {
+fn node_image() -> String {
     let (out, _) = run(
         "docker".as_ref(),
         &[

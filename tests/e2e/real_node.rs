@@ -22,16 +22,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use mini_kcm_e2e::in_cluster_kit::{
-    DuplicateWatch, IMAGE, IMAGE_ARCHIVE, build_image, copy_deployment, docker, holder, http_get,
-    is_ready, mini_kcm_writes, node_of, pod_of_identity, wait_complete,
+    DuplicateWatch, IMAGE, IMAGE_ARCHIVE, SYSTEM_NAMESPACE, assert_json_logs,
+    assert_no_write_after, build_image, copy_deployment, docker, http_get, node_of,
+    start_own_rollout, wait_complete, wait_own_rollout, wait_replicas_and_leader, wait_takeover,
 };
 use mini_kcm_e2e::{TIMEOUT, kubectl, pod_template, repo_path, selector};
 use mini_kcm_local_plane::{
@@ -42,9 +40,6 @@ use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneInfo, TestNamespace};
 use serde_json::json;
 
-const SYSTEM_NAMESPACE: &str = "mini-kcm-system";
-const LEASE: &str = "mini-kcm";
-const APP_LABEL: &str = "app.kubernetes.io/name=mini-kcm";
 /// The same image under another tag, for the rolling update of mini-kcm's own Deployment.
 const ROLLED_IMAGE: &str = "mini-kcm:rolled";
 const ROLLED_ARCHIVE: &str = "target/image/mini-kcm-rolled.tar";
@@ -144,32 +139,14 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
     let overlay = repo_path("deploy/in-cluster/overlays/local-plane");
     kubectl(info, &["apply", "-k", &overlay.to_string_lossy()], None);
     let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    let replicas = ns
-        .wait_for_list(
-            &pods,
-            watcher::Config::default().labels(APP_LABEL),
-            "both mini-kcm replicas Running and Ready on the real node",
-            POD_TIMEOUT,
-            |pods| {
-                pods.len() == 2
-                    && pods
-                        .iter()
-                        .all(|p| is_ready(p) && node_of(p) == REAL_NODE_NAME)
-            },
-        )
-        .await;
-    let names: Vec<String> = replicas.iter().map(|p| p.name_any()).collect();
-    println!("replicas: {names:?}");
-
     // Exactly one leader: the lease names one replica, and only that one reports itself master.
-    let leases: Api<Lease> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    let lease = ns
-        .wait_for(&leases, LEASE, "a holder of the lease", TIMEOUT, |l| {
-            holder(l).is_some()
-        })
-        .await;
-    let first_holder = holder(lease.as_ref()).unwrap();
-    let leader = pod_of_identity(&replicas, &first_holder);
+    let (replicas, first_holder, leader) = wait_replicas_and_leader(
+        &ns,
+        "both mini-kcm replicas Running and Ready on the real node",
+        POD_TIMEOUT,
+        |p| node_of(p) == REAL_NODE_NAME,
+    )
+    .await;
     let mut statuses = Vec::new();
     for pod in &replicas {
         statuses.push((pod.name_any(), master_status(pod).await));
@@ -181,24 +158,7 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
     }
 
     // `kubectl logs`: one JSON object per line, no colour codes.
-    let (logs, _) = kubectl(
-        info,
-        &["logs", "--namespace", SYSTEM_NAMESPACE, &leader.name_any()],
-        None,
-    );
-    assert!(
-        !logs.contains('\u{1b}'),
-        "colour codes in the logs:\n{logs}"
-    );
-    let lines: Vec<&str> = logs.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert!(!lines.is_empty(), "the leader logged nothing");
-    for line in &lines {
-        let parsed: Result<serde_json::Value, _> = serde_json::from_str(line);
-        assert!(
-            parsed.as_ref().is_ok_and(serde_json::Value::is_object),
-            "not a JSON object: {line}"
-        );
-    }
+    assert_json_logs(info, &leader.name_any());
 
     // The metrics Service, from inside the cluster: a pod on the real node scrapes it.
     let services: Api<Service> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
@@ -294,37 +254,7 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
     pods.delete(&leader.name_any(), &DeleteParams::default())
         .await
         .unwrap();
-    let lease = ns
-        .wait_for(
-            &leases,
-            LEASE,
-            "another replica holding the lease",
-            TAKEOVER_BOUND + TIMEOUT,
-            |l| holder(l).is_some_and(|h| h != first_holder),
-        )
-        .await
-        .unwrap();
-    let takeover = deleted.elapsed();
-    let second_holder = holder(Some(&lease)).unwrap();
-    let acquired = lease
-        .spec
-        .as_ref()
-        .and_then(|s| s.acquire_time.as_ref())
-        .map(|t| t.0)
-        .unwrap();
-    println!(
-        "takeover by {second_holder}: {:.1}s after the leader pod's deletion (bound {}s)",
-        takeover.as_secs_f64(),
-        TAKEOVER_BOUND.as_secs()
-    );
-    assert!(
-        takeover <= TAKEOVER_BOUND,
-        "the takeover took {takeover:?} (bound {TAKEOVER_BOUND:?})"
-    );
-    assert!(
-        acquired >= deleted_at,
-        "acquired {acquired} before the deletion"
-    );
+    let acquired = wait_takeover(&ns, &first_holder, deleted, deleted_at, TAKEOVER_BOUND).await;
     deployments
         .patch(
             "web",
@@ -337,28 +267,10 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         .unwrap();
     wait_complete(&ns, &deployments, "web", 3, "2").await;
     duplicates.assert_none();
-    let late: Vec<_> = mini_kcm_writes(&info.audit_log())
-        .into_iter()
-        .filter(|w| w.user_agent.contains(&format!("({}_", leader.name_any())))
-        .filter(|w| w.received > acquired)
-        .collect();
-    assert!(
-        late.is_empty(),
-        "writes of the old leader after the hand-over: {late:#?}"
-    );
+    assert_no_write_after(&info.audit_log(), &leader.name_any(), acquired);
 
     // A rolling update of mini-kcm itself (another image tag), while a copy keeps being reconciled.
-    let system_deployments: Api<Deployment> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
-    system_deployments
-        .patch(
-            "mini-kcm",
-            &PatchParams::default(),
-            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
-                {"name": "mini-kcm", "image": ROLLED_IMAGE}
-            ]}}}})),
-        )
-        .await
-        .unwrap();
+    start_own_rollout(&ns, ROLLED_IMAGE).await;
     deployments
         .patch(
             "web",
@@ -368,52 +280,7 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         .await
         .unwrap();
     wait_complete(&ns, &deployments, "web", 5, "2").await;
-    ns.wait_for(
-        &system_deployments,
-        "mini-kcm",
-        "mini-kcm's rolling update complete",
-        POD_TIMEOUT,
-        |d| {
-            d.is_some_and(|d| {
-                let status = d.status.clone().unwrap_or_default();
-                status.observed_generation == d.metadata.generation
-                    && status.updated_replicas == Some(2)
-                    && status.available_replicas == Some(2)
-                    && status.replicas == Some(2)
-            })
-        },
-    )
-    .await;
-    // The rollout is complete once the old pods are terminating; the lease moves when the last
-    // old pod has shut down (it releases on SIGTERM) and a new one acquires it, so wait for that.
-    let rolled: Vec<String> = pods
-        .list(&kube::api::ListParams::default().labels(APP_LABEL))
-        .await
-        .unwrap()
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            p.spec
-                .as_ref()
-                .is_some_and(|s| s.containers[0].image.as_deref() == Some(ROLLED_IMAGE))
-        })
-        .map(|p| p.name_any())
-        .collect();
-    assert_eq!(rolled.len(), 2, "pods of the new image: {rolled:?}");
-    let lease = ns
-        .wait_for(
-            &leases,
-            LEASE,
-            "a pod of the new image holding the lease",
-            TAKEOVER_BOUND + TIMEOUT,
-            |l| holder(l).is_some_and(|h| rolled.iter().any(|p| h.starts_with(&format!("{p}_")))),
-        )
-        .await
-        .unwrap();
-    println!(
-        "after mini-kcm's rollout the lease is held by {}",
-        holder(Some(&lease)).unwrap_or_default()
-    );
+    wait_own_rollout(&ns, ROLLED_IMAGE, POD_TIMEOUT, TAKEOVER_BOUND).await;
     // The new leader reconciles: another rollout of the copy completes.
     deployments
         .patch(
