@@ -56,9 +56,17 @@ start() { # STORAGE_DRIVER: starts dockerd and waits up to 60 s for it to answer
   return 1
 }
 
+stop_dockerd() { # a dockerd that failed to answer in time, before another try
+  as_root pkill -x dockerd || true
+  for _ in $(seq 1 40); do
+    pgrep -x dockerd >/dev/null || return 0
+    sleep 0.5
+  done
+}
+
 if [[ -n ${DOCKER_STORAGE_DRIVER:-} ]]; then
   start "$DOCKER_STORAGE_DRIVER" && exit 0
-elif start overlay2 || { as_root pkill -x dockerd; sleep 2; start vfs; }; then
+elif start overlay2 || { stop_dockerd; start vfs; }; then
   exit 0
 fi
 echo "docker: dockerd did not answer within 60 s; last lines of $log:" >&2
