@@ -61,7 +61,9 @@ kind() { command "$KIND" "$@"; }
 
 env_install() {
   if [[ -z ${KIND:-} ]]; then
-    KIND=$(bash "$REPO/deploy/kind/ensure-host.sh" | tail -n 1) || fail "deploy/kind/ensure-host.sh failed"
+    # Its progress shows; its last line is the kind binary.
+    KIND=$(bash "$REPO/deploy/kind/ensure-host.sh" | tee /dev/stderr | tail -n 1) ||
+      fail "deploy/kind/ensure-host.sh failed"
   fi
   [[ -x $KUBECTL ]] || command -v "$KUBECTL" >/dev/null || run bash "$REPO/deploy/control-plane/build.sh" ||
     fail "no kubectl ($KUBECTL), and building the plane's failed"
