@@ -101,6 +101,7 @@ if [[ $(docker image inspect --format '{{index .Config.Labels "dev.minikcm.input
   exit 0
 fi
 echo "building kind node image $image (inputs $hash)"
+previous=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 
 work=$(mktemp -d "$cache/build.XXXXXX")
 containerd_pid=""
@@ -388,6 +389,10 @@ DOCKERFILE
   DOCKER_BUILDKIT=0 docker build --quiet --tag "$image" "$work/context" >/dev/null 2>"$work/docker-build.log" ||
     { cat "$work/docker-build.log" >&2; die "docker build of $image failed"; }
   docker rmi "$image-rootfs" >/dev/null
+  # The image this one replaces (1.3 GB) goes, unless a container still uses it.
+  if [[ -n $previous && $previous != "$(docker image inspect --format '{{.Id}}' "$image")" ]]; then
+    docker rmi "$previous" >/dev/null 2>&1 || true
+  fi
   echo "    $image: $(docker image inspect --format '{{.Size}}' "$image" | numfmt --to=iec-i --suffix=B)"
 }
 step "docker import $image" commit_image
