@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Builds the real node's own image, with no registry and no Docker: two static C programs (pause.c, the
-# pods' sandbox process; http-get.c, a one-shot HTTP GET for in-cluster checks) in one FROM-scratch image,
+# Builds the real node's own image, with no registry and no Docker: three static C programs (pause.c, the
+# pods' sandbox process; http-get.c and https-get.c, one-shot GETs for in-cluster checks, the second with
+# OpenSSL and a service account token) in one FROM-scratch image,
 # written as a `docker save` archive that `ctr images import` reads:
 #   target/real-node/node-tools.tar   tagged mini-kcm.local/node-tools:1 (both the sandbox image and the
 #                                     test pods' image; entrypoint /pause)
 # Idempotent: rebuilt only when a source is newer than the archive. Needs cc with a static libc
-# (deploy/real-node/ensure-runtime.sh installs it).
+# and static OpenSSL (deploy/real-node/ensure-runtime.sh installs them).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$here/../../target/real-node}"
 tag="${NODE_TOOLS_IMAGE:-mini-kcm.local/node-tools:1}"
 archive="$out/node-tools.tar"
 
-if [[ -f "$archive" && "$archive" -nt "$here/pause.c" && "$archive" -nt "$here/http-get.c" && "$archive" -nt "${BASH_SOURCE[0]}" ]]; then
+if [[ -f "$archive" && "$archive" -nt "$here/pause.c" && "$archive" -nt "$here/http-get.c" && "$archive" -nt "$here/https-get.c" && "$archive" -nt "${BASH_SOURCE[0]}" ]]; then
   echo "node-tools image: $archive (up to date)"
   exit 0
 fi
@@ -22,6 +23,10 @@ mkdir -p "$work/rootfs" "$work/image" "$out"
 for program in pause http-get; do
   cc -static -Os -s -Wall -Wextra -Werror -o "$work/rootfs/$program" "$here/$program.c"
 done
+# The linker warns that OpenSSL's name lookups need glibc's shared parts at run time: https-get takes
+# numeric addresses only and never looks a name up.
+cc -static -Os -s -Wall -Wextra -Werror -o "$work/rootfs/https-get" "$here/https-get.c" -lssl -lcrypto 2>"$work/link.log" \
+  || { cat "$work/link.log" >&2; exit 1; }
 
 # One layer; fixed owner and times so the same sources give the same digest.
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work/rootfs" -cf "$work/image/layer.tar" .

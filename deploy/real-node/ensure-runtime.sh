@@ -2,7 +2,7 @@
 # Makes sure the real node of the local plane (`mini-kcm up --real-node`, tests/e2e/real_node.rs) can run
 # containers: installs Debian's containerd, runc and CNI plugins with apt-get when one is missing, plus
 # iptables (kube-proxy's and the checks' tool) and a C compiler with a static libc (deploy/real-node/
-# build-images.sh compiles the pause and http-get binaries). Starts nothing: each plane runs its own
+# build-images.sh compiles the pause, http-get and https-get binaries, the last with static OpenSSL). Starts nothing: each plane runs its own
 # containerd with a private config, state and socket.
 # Idempotent: does nothing when everything is there.
 set -euo pipefail
@@ -19,6 +19,8 @@ command -v iptables >/dev/null || missing+=(iptables)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v cc >/dev/null || missing+=(gcc)
 [ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/libc.a ] || missing+=(libc6-dev)
+# deploy/real-node/https-get.c links OpenSSL statically.
+[ -f /usr/lib/x86_64-linux-gnu/libssl.a ] || missing+=(libssl-dev)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "real-node runtime: containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'), CNI plugins in /usr/lib/cni"

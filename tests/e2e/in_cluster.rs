@@ -18,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use mini_kcm_e2e::in_cluster_kit::{
-    AuditedWrite, DuplicateWatch, IMAGE, build_image, copy_deployment, docker, holder, http_get,
-    mini_kcm_writes, wait_complete,
+    AuditedWrite, DuplicateWatch, IMAGE, METRICS_READER, build_image, copy_deployment, docker,
+    holder, https_get, mini_kcm_writes, service_account_with_role, wait_complete,
 };
 use mini_kcm_e2e::{TIMEOUT, kubectl, repo_path};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
@@ -122,9 +122,8 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
         .unwrap();
     assert!(
         manifest_args.iter().any(|a| a == "--kinds=copies")
-            && manifest_args
-                .iter()
-                .any(|a| a.starts_with("--metrics-addr="))
+            && manifest_args.iter().any(|a| a == "--secure-port=10257")
+            && manifest_args.iter().any(|a| a == "--metrics-addr=")
             && manifest_args.iter().any(|a| a == "--leader-elect=true"),
         "the manifests' Deployment runs {manifest_args:?}"
     );
@@ -136,7 +135,7 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
         .map(|suffix| {
             let replica = Replica {
                 pod_name: format!("mini-kcm-{suffix}-{}", ns.name),
-                metrics: free_local_addr(),
+                secure: free_local_addr(),
             };
             containers.run(&replica, &manifest_args, &secrets.dir, apiserver_port);
             replica
@@ -160,10 +159,12 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
         "leader: {} (lease holder {first_holder}), standby: {}",
         leader.pod_name, standby.pod_name
     );
-    // One leader: the holder reports itself master, the other (synced, ready) does not.
+    // One leader: the holder reports itself master, the other (synced, ready) does not. /readyz needs no
+    // credentials; /metrics is read as a scraper bound to the manifests' metrics-reader role.
+    let scraper = service_account_with_role(&ns, "scraper", Some(METRICS_READER)).await;
     for (replica, expected) in [(leader, 1.0), (standby, 0.0)] {
         wait_ready(replica, &containers).await;
-        let status = master_status(replica).await;
+        let status = master_status(replica, &scraper).await;
         assert_eq!(
             status, expected,
             "{}: leader_election_master_status {status}",
@@ -285,10 +286,10 @@ async fn two_containers_elect_one_leader_and_hand_over_without_a_second_writer()
 
 // ---- the containers ----
 
-/// One replica of the manager: its pod name (the lease identity's prefix) and metrics address.
+/// One replica of the manager: its pod name (the lease identity's prefix) and secure port's address.
 struct Replica {
     pod_name: String,
-    metrics: SocketAddr,
+    secure: SocketAddr,
 }
 
 /// The containers a test started, removed (`docker rm -f`) when it ends, passing or failing.
@@ -301,7 +302,7 @@ impl Containers {
     /// Runs a replica as the manifests' Deployment does: its arguments (`manifest_args`, the
     /// Deployment's), in-cluster config from the service account folder and the KUBERNETES_SERVICE_*
     /// variables, read-only root, no capabilities, UID 65532. Host networking reaches the plane on
-    /// 127.0.0.1; so that two replicas can share it, each serves its metrics on a port of its own.
+    /// 127.0.0.1; so that two replicas can share it, each serves its secure port on a port of its own.
     fn run(
         &mut self,
         replica: &Replica,
@@ -318,8 +319,8 @@ impl Containers {
         let args: Vec<String> = manifest_args
             .iter()
             .map(|arg| {
-                if arg.starts_with("--metrics-addr=") {
-                    format!("--metrics-addr={}", replica.metrics)
+                if arg.starts_with("--secure-port=") {
+                    format!("--secure-port={}", replica.secure.port())
                 } else {
                     // The kubelet expands $(VAR) from the container's environment.
                     arg.replace("$(POD_NAMESPACE)", SYSTEM_NAMESPACE)
@@ -490,14 +491,14 @@ fn replica_of<'a>(replicas: &'a [Replica], identity: &str) -> &'a Replica {
 async fn wait_ready(replica: &Replica, containers: &Containers) {
     let deadline = Instant::now() + TIMEOUT;
     loop {
-        if let Some((200, _)) = http_get(replica.metrics, "/readyz").await {
+        if let Some((200, _)) = https_get(replica.secure, "/readyz", None).await {
             return;
         }
         assert!(
             Instant::now() < deadline,
             "{} never became ready on {}; its log:\n{}",
             replica.pod_name,
-            replica.metrics,
+            replica.secure,
             containers.logs(replica)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -505,10 +506,11 @@ async fn wait_ready(replica: &Replica, containers: &Containers) {
 }
 
 /// `leader_election_master_status` as the replica reports it.
-async fn master_status(replica: &Replica) -> f64 {
-    let (_, body) = http_get(replica.metrics, "/metrics")
+async fn master_status(replica: &Replica, token: &str) -> f64 {
+    let (status, body) = https_get(replica.secure, "/metrics", Some(token))
         .await
         .unwrap_or_else(|| panic!("{}: /metrics does not answer", replica.pod_name));
+    assert_eq!(status, 200, "{}: /metrics: {body}", replica.pod_name);
     let samples: Vec<f64> = body
         .lines()
         .filter(|l| l.starts_with("leader_election_master_status"))

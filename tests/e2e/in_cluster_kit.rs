@@ -68,22 +68,181 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// A plain HTTP/1.0 GET (a replica's metrics address): status code and body, or None while it does not
-/// answer.
-pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+/// A GET on a replica's secure port over HTTPS, presenting `token` when given: the status code and the
+/// body, or None while it does not answer. The serving certificate is self-signed, so it is not verified
+/// (as a kubelet's probe and Prometheus with `insecure_skip_verify` do); the token is what authenticates.
+pub async fn https_get(addr: SocketAddr, path: &str, token: Option<&str>) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+    let stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let mut stream = tls_connector()
+        .connect(
+            rustls::pki_types::ServerName::IpAddress(addr.ip().into()),
+            stream,
+        )
         .await
         .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.ok()?;
+    let authorization = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{authorization}\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = Vec::new();
+    // The server may close without a TLS close_notify; what was read until then is the answer.
+    let _ = stream.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
     let status = response.split(' ').nth(1)?.parse().ok()?;
     let body = response
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())?;
     Some((status, body))
+}
+
+/// What a plain HTTP/1.0 GET on `addr` gets back within 5 s, as text (empty when the server closed or
+/// said nothing): a TLS-only port must not answer it as HTTP.
+pub async fn http_answer(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), exchange)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+
+    /// Accepts any server certificate, checking only that the handshake is signed by its key.
+    #[derive(Debug)]
+    struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+    impl ServerCertVerifier for AnyServer {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                message,
+                cert,
+                dss,
+                &self.0.signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default TLS versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// The ClusterRoles of deploy/in-cluster that open the secure port's endpoints.
+pub const METRICS_READER: &str = "mini-kcm-metrics-reader";
+pub const DEBUG_VIEWER: &str = "mini-kcm-debug-viewer";
+
+/// A token of a new service account `name` in the test's namespace, bound to `cluster_role` when given
+/// (the ClusterRoles must exist: `apply_access_objects` of deploy/in-cluster).
+pub async fn service_account_with_role(
+    ns: &TestNamespace,
+    name: &str,
+    cluster_role: Option<&str>,
+) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+    use kube::api::{ObjectMeta, PostParams};
+    let accounts = ns.api::<ServiceAccount>();
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("creating service account {name}: {e}"));
+    if let Some(role) = cluster_role {
+        let binding = ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-{name}", ns.name)),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "ClusterRole".into(),
+                name: role.to_string(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: name.to_string(),
+                namespace: Some(ns.name.clone()),
+                ..Default::default()
+            }]),
+        };
+        Api::<ClusterRoleBinding>::all(ns.client.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|e| panic!("binding {name} to {role}: {e}"));
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for service account {name}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_else(|| panic!("no token for service account {name}"))
 }
 
 /// Running and Ready, not terminating.

@@ -6,7 +6,8 @@
 //!   mini-kcm's image, installs deploy/in-cluster and hands apps/v1 over from kube-controller-manager;
 //! - then the in-cluster proofs of tests/e2e/real_node.rs, on kind, with mini-kcm now managing apps/v1
 //!   (its own Deployment included): both replicas Ready through their real probes, one lease holder (and
-//!   only it reports itself master, read through the API server's pod proxy), `kubectl logs` in JSON
+//!   only it reports itself master, read on its secure port with a metrics reader's token through
+//!   `kubectl port-forward`; `/healthz` through the API server's pod proxy), `kubectl logs` in JSON
 //!   without colour, the leader pod deleted and the lease taken over in time with no duplicate pod and no
 //!   write of the old leader afterwards (the API server's audit log), and a rolling update of mini-kcm's
 //!   own Deployment while another Deployment is scaled;
@@ -31,9 +32,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use mini_kcm_e2e::in_cluster_kit::{
-    DuplicateWatch, IMAGE, SYSTEM_NAMESPACE, assert_json_logs, assert_no_write_after, build_image,
-    docker, start_own_rollout, wait_complete_in, wait_own_rollout, wait_replicas_and_leader,
-    wait_takeover,
+    DuplicateWatch, IMAGE, METRICS_READER, SYSTEM_NAMESPACE, assert_json_logs,
+    assert_no_write_after, build_image, docker, https_get, service_account_with_role,
+    start_own_rollout, wait_complete_in, wait_own_rollout, wait_replicas_and_leader, wait_takeover,
 };
 use mini_kcm_e2e::{repo_path, selector};
 use mini_kcm_local_plane::{Binaries, VersionSet};
@@ -304,8 +305,10 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
         |_| true,
     )
     .await;
+    let scraper = service_account_with_role(&ns, "scraper", Some(METRICS_READER)).await;
     for pod in &replicas {
-        let status = master_status(&ns.client, &pod.name_any()).await;
+        healthz_through_the_pod_proxy(&ns.client, &pod.name_any()).await;
+        let status = master_status(info, &pod.name_any(), &scraper).await;
         let expected = if pod.name_any() == leader.name_any() {
             1.0
         } else {
@@ -571,18 +574,55 @@ async fn set_version(deployments: &Api<DeploymentObject>, version: &str) {
         .unwrap();
 }
 
-/// `leader_election_master_status` of a replica, through the API server's proxy to the pod (which also
-/// proves the control plane reaches the pod network of every worker).
-async fn master_status(client: &kube::Client, pod: &str) -> f64 {
+/// The replica's `/healthz` on its secure port through the API server's proxy to the pod (which proves
+/// the control plane reaches the pod network of every worker). Only the always-allowed paths answer
+/// there: the API server does not pass the caller's token on, so the request arrives anonymous.
+async fn healthz_through_the_pod_proxy(client: &kube::Client, pod: &str) {
     let request = http::Request::get(format!(
-        "/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}:10280/proxy/metrics"
+        "/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/https:{pod}:10257/proxy/healthz"
     ))
     .body(Vec::new())
     .unwrap();
     let body = client
         .request_text(request)
         .await
-        .unwrap_or_else(|e| panic!("{pod}: /metrics through the pod proxy: {e}"));
+        .unwrap_or_else(|e| panic!("{pod}: /healthz through the pod proxy: {e}"));
+    assert_eq!(body.trim(), "ok", "{pod}: /healthz");
+}
+
+/// `leader_election_master_status` of a replica, read on its secure port through `kubectl port-forward`
+/// with a metrics reader's token.
+async fn master_status(info: &PlaneInfo, pod: &str, token: &str) -> f64 {
+    let mut forward = Command::new(info.bin_dir.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&info.kubeconfig)
+        .args(["port-forward", "--namespace", SYSTEM_NAMESPACE])
+        .arg(format!("pod/{pod}"))
+        .arg(":10257")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // "Forwarding from 127.0.0.1:PORT -> 10257"
+    let mut line = String::new();
+    let stdout = forward.stdout.take().unwrap();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let port = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|port| port.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("{pod}: kubectl port-forward said {line:?}"));
+    let answer = https_get(
+        std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        "/metrics",
+        Some(token),
+    )
+    .await;
+    let _ = forward.kill();
+    let _ = forward.wait();
+    let (status, body) = answer.unwrap_or_else(|| panic!("{pod}: /metrics does not answer"));
+    assert_eq!(status, 200, "{pod}: /metrics: {body}");
     let samples: Vec<f64> = body
         .lines()
         .filter(|l| l.starts_with("leader_election_master_status"))

@@ -5,7 +5,9 @@
 //!   node selector), with the image of deploy/image/build.sh imported into the node's containerd: both
 //!   replicas Running and Ready through their real probes, exactly one lease holder, a copy Deployment and
 //!   DaemonSet reconciled (their pods on the simulated nodes), `kubectl logs` in JSON without colour codes,
-//!   the metrics Service scraped by a pod on the real node, the leader pod deleted and the lease handed
+//!   the secure port through its Service from pods on the real node (no token: 403 as
+//!   `system:anonymous`; a service account without a role: 403; with `mini-kcm-metrics-reader`: 200 on
+//!   `/metrics` and 403 on `/debug/controllers`; `/healthz` open), the leader pod deleted and the lease handed
 //!   over in time with no duplicate pod and no write of the old leader afterwards, and a rolling update
 //!   of mini-kcm's own Deployment while a copy Deployment keeps being reconciled;
 //! - stopping the plane leaves no process, mount, network namespace, link, cgroup or iptables rule.
@@ -27,9 +29,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use mini_kcm_e2e::in_cluster_kit::{
-    DuplicateWatch, IMAGE, IMAGE_ARCHIVE, SYSTEM_NAMESPACE, assert_json_logs,
-    assert_no_write_after, build_image, copy_deployment, docker, http_get, node_of,
-    start_own_rollout, wait_complete, wait_own_rollout, wait_replicas_and_leader, wait_takeover,
+    DuplicateWatch, IMAGE, IMAGE_ARCHIVE, METRICS_READER, SYSTEM_NAMESPACE, assert_json_logs,
+    assert_no_write_after, build_image, copy_deployment, docker, https_get, node_of,
+    service_account_with_role, start_own_rollout, wait_complete, wait_own_rollout,
+    wait_replicas_and_leader, wait_takeover,
 };
 use mini_kcm_e2e::{TIMEOUT, kubectl, pod_template, repo_path, selector};
 use mini_kcm_local_plane::{
@@ -147,9 +150,12 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         |p| node_of(p) == REAL_NODE_NAME,
     )
     .await;
+    // /metrics is read as a scraper bound to the manifests' metrics-reader role.
+    let scraper = service_account_with_role(&ns, "scraper", Some(METRICS_READER)).await;
+    service_account_with_role(&ns, "nobody", None).await;
     let mut statuses = Vec::new();
     for pod in &replicas {
-        statuses.push((pod.name_any(), master_status(pod).await));
+        statuses.push((pod.name_any(), master_status(pod, &scraper).await));
     }
     println!("lease holder {first_holder}; leader_election_master_status {statuses:?}");
     for (name, status) in &statuses {
@@ -160,7 +166,8 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
     // `kubectl logs`: one JSON object per line, no colour codes.
     assert_json_logs(info, &leader.name_any());
 
-    // The metrics Service, from inside the cluster: a pod on the real node scrapes it.
+    // The secure port through the Service, from inside the cluster: pods on the real node, each with its
+    // own service account's token (or none), ask for a path; the API server's RBAC decides.
     let services: Api<Service> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
     let cluster_ip = services
         .get("mini-kcm-metrics")
@@ -169,16 +176,55 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
         .spec
         .and_then(|s| s.cluster_ip)
         .unwrap();
-    let scraped = run_on_real_node(
-        &ns,
-        "scrape-metrics",
-        &["/http-get", &format!("{cluster_ip}:10280"), "/metrics"],
-    )
-    .await;
-    assert!(
-        scraped.contains("leader_election_master_status"),
-        "the metrics Service answered:\n{scraped}"
-    );
+    let service = format!("{cluster_ip}:10257");
+    const TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+    for (pod, account, path, with_token, expected, says) in [
+        ("healthz-open", None, "/healthz", false, 200, "ok"),
+        (
+            "metrics-anonymous",
+            None,
+            "/metrics",
+            false,
+            403,
+            "system:anonymous",
+        ),
+        (
+            "metrics-no-role",
+            Some("nobody"),
+            "/metrics",
+            true,
+            403,
+            ":nobody\" cannot get path",
+        ),
+        (
+            "metrics-reader",
+            Some("scraper"),
+            "/metrics",
+            true,
+            200,
+            "leader_election_master_status",
+        ),
+        (
+            "debug-reader",
+            Some("scraper"),
+            "/debug/controllers",
+            true,
+            403,
+            "cannot get path",
+        ),
+    ] {
+        let mut command = vec!["/https-get", &service, path];
+        if with_token {
+            command.push(TOKEN);
+        }
+        let answer = run_on_real_node(&ns, pod, account, &command).await;
+        let status = answer.lines().next().unwrap_or_default();
+        println!("{pod}: {path} -> {status}");
+        assert!(
+            status == format!("HTTP {expected}") && answer.contains(says),
+            "{pod}: {path} answered, expected {expected} saying {says:?}:\n{answer}"
+        );
+    }
 
     // The copies are reconciled by the pods: a Deployment and a DaemonSet, their pods on kwok nodes.
     let deployments: Api<DeploymentObject> = Api::namespaced_with(
@@ -346,13 +392,13 @@ fn runtime_available() -> Result<(), String> {
 
 /// `leader_election_master_status` of a replica, read from its pod address (the host reaches the pod
 /// network through the bridge).
-async fn master_status(pod: &Pod) -> f64 {
+async fn master_status(pod: &Pod, token: &str) -> f64 {
     let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
-    let addr: SocketAddr = format!("{ip}:10280").parse().unwrap();
-    let (status, body) = http_get(addr, "/metrics")
+    let addr: SocketAddr = format!("{ip}:10257").parse().unwrap();
+    let (status, body) = https_get(addr, "/metrics", Some(token))
         .await
         .unwrap_or_else(|| panic!("{}: /metrics does not answer on {addr}", pod.name_any()));
-    assert_eq!(status, 200);
+    assert_eq!(status, 200, "{body}");
     let samples: Vec<f64> = body
         .lines()
         .filter(|l| l.starts_with("leader_election_master_status"))
@@ -362,8 +408,14 @@ async fn master_status(pod: &Pod) -> f64 {
     samples[0]
 }
 
-/// Runs `command` in the node-tools image as a pod on the real node until it ends; returns its log.
-async fn run_on_real_node(ns: &TestNamespace, name: &str, command: &[&str]) -> String {
+/// Runs `command` in the node-tools image as a pod on the real node until it ends (as `service_account`
+/// when given, its token mounted); returns its log.
+async fn run_on_real_node(
+    ns: &TestNamespace,
+    name: &str,
+    service_account: Option<&str>,
+    command: &[&str],
+) -> String {
     let (key, value) = REAL_NODE_TAINT;
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -371,6 +423,7 @@ async fn run_on_real_node(ns: &TestNamespace, name: &str, command: &[&str]) -> S
         "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
+            "serviceAccountName": service_account.unwrap_or("default"),
             "nodeSelector": {key: value},
             "tolerations": [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}],
             "containers": [{

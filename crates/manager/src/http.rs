@@ -1,10 +1,14 @@
-//! The manager's HTTP endpoints, on `--metrics-addr`: `/metrics` (Prometheus text), `/healthz` and
-//! `/livez` (liveness: fails when this replica leads but its lease renewal is overdue), `/readyz`
-//! (readiness: the informer caches have synced), and the live view's data under `/debug/controllers`
-//! (`crate::live_view`).
+//! The manager's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` and `/livez` (liveness: fails
+//! when this replica leads but its lease renewal is overdue), `/readyz` (readiness: the informer caches
+//! have synced), and the live view's data under `/debug/controllers` (`crate::live_view`).
+//!
+//! They are served two ways: on the plain `--metrics-addr` (loopback by default: the local user's
+//! `mini-kcm explain` and `up`), everything open; on the secure port, over TLS (`crate::serving_cert`),
+//! each request checked by `crate::delegated_auth` first, as kube-controller-manager's port 10257.
 //!
 //! axum routes the requests; hyper serves the connections with keep-alive and a header-read timeout,
-//! so an idle or slow client cannot hold a connection task forever.
+//! so an idle or slow client cannot hold a connection task forever (the TLS handshake has the same
+//! bound).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,20 +16,24 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use prometheus::{Encoder, Registry, TextEncoder};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
 
 use mini_kcm_runtime::decisions::{Decision, DecisionFilter};
 use mini_kcm_runtime::inspect::ManagerView;
 
+use crate::delegated_auth::{DelegatedAuth, Verdict};
 use crate::leader_election::LeaderState;
 use crate::live_view::LiveView;
 use crate::object_view::ObjectQuery;
@@ -46,7 +54,18 @@ pub(crate) struct Health {
     pub live_view: LiveView,
 }
 
-pub(crate) async fn serve(listener: TcpListener, health: Health) {
+/// How a listener serves the endpoints.
+pub(crate) enum Exposure {
+    /// Plain HTTP, every endpoint open to whoever can connect.
+    Plain,
+    /// HTTPS, every request authenticated and authorized through the API server.
+    Secure {
+        tls: TlsAcceptor,
+        auth: Arc<DelegatedAuth>,
+    },
+}
+
+pub(crate) async fn serve(listener: TcpListener, health: Health, exposure: Exposure) {
     // GET routes answer HEAD too.
     let router = Router::new()
         .route("/metrics", get(metrics))
@@ -58,24 +77,82 @@ pub(crate) async fn serve(listener: TcpListener, health: Health) {
         .route("/debug/controllers/object", get(object))
         .route("/debug/controllers/decisions", get(decisions))
         .with_state(health);
+    let (router, tls) = match exposure {
+        Exposure::Plain => (router, None),
+        Exposure::Secure { tls, auth } => (
+            router.layer(middleware::from_fn_with_state(auth, authorize)),
+            Some(tls),
+        ),
+    };
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(error = %e, "metrics connection ended with an error");
+            match tls {
+                None => serve_connection(stream, router).await,
+                Some(tls) => {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(stream, router).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
         });
+    }
+}
+
+async fn serve_connection<S>(stream: S, router: Router)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let service = TowerToHyperService::new(router);
+    if let Err(e) = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!(error = %e, "metrics connection ended with an error");
+    }
+}
+
+/// The secure port's gate: every request passes `DelegatedAuth::check` before its handler runs.
+async fn authorize(
+    State(auth): State<Arc<DelegatedAuth>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let verdict = auth
+        .check(
+            authorization,
+            request.method().as_str(),
+            request.uri().path(),
+        )
+        .await;
+    match verdict {
+        Verdict::Allowed => next.run(request).await,
+        Verdict::Unauthorized(reason) => {
+            tracing::debug!(%reason, path = request.uri().path(), "unauthenticated request");
+            (StatusCode::UNAUTHORIZED, "Unauthorized\n").into_response()
+        }
+        Verdict::Forbidden(reason) => {
+            (StatusCode::FORBIDDEN, format!("{reason}\n")).into_response()
+        }
+        Verdict::ReviewFailed(reason) => {
+            tracing::warn!(%reason, path = request.uri().path(), "could not authorize a request");
+            (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error\n").into_response()
+        }
     }
 }
 
@@ -163,7 +240,7 @@ mod tests {
     async fn start(health: Health) -> std::net::SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve(listener, health));
+        tokio::spawn(serve(listener, health, Exposure::Plain));
         addr
     }
 

@@ -5,11 +5,13 @@
 //! fence), leader election, `/metrics`, `/healthz` and `/readyz`, and an orderly shutdown (stop handing
 //! out work, let in-flight syncs finish, release the lease).
 
+mod delegated_auth;
 mod http;
 pub mod leader_election;
 mod live_view;
 pub mod object_view;
 mod options;
+mod serving_cert;
 mod version;
 
 use std::future::Future;
@@ -30,9 +32,13 @@ use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
+pub use delegated_auth::AlwaysAllowPaths;
 use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
 use live_view::{LiveView, Running};
-pub use options::{ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions};
+pub use options::{
+    ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions, SecureServing,
+};
+pub use serving_cert::{ServingCert, ServingCertError};
 pub use version::VERSION;
 
 /// Why the manager could not run, or stopped.
@@ -50,12 +56,14 @@ pub enum ManagerError {
     },
     #[error("registering metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("serving metrics on {addr}: {source}")]
+    #[error("serving the endpoints on {addr}: {source}")]
     MetricsServer {
         addr: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
+    #[error("the secure port's certificate: {0}")]
+    ServingCert(#[from] ServingCertError),
     #[error("leader election: {0}")]
     LeaderElection(#[from] LeaderElectionError),
 }
@@ -208,21 +216,33 @@ pub async fn run(
     if let (Some(elector), Some(election)) = (&elector, &options.leader_election) {
         leader_metric(&registry, &election.lease_name, elector.subscribe())?;
     }
+    let health = http::Health {
+        registry: registry.clone(),
+        caches_synced: ready.clone(),
+        leader: elector
+            .as_ref()
+            .zip(options.leader_election.as_ref())
+            .map(|(e, c)| (e.subscribe(), c.lease_duration)),
+        live_view: live_view.clone(),
+    };
     if let Some(addr) = options.metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ManagerError::MetricsServer { addr, source })?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers");
-        let health = http::Health {
-            registry: registry.clone(),
-            caches_synced: ready.clone(),
-            leader: elector
-                .as_ref()
-                .zip(options.leader_election.as_ref())
-                .map(|(e, c)| (e.subscribe(), c.lease_duration)),
-            live_view: live_view.clone(),
+        let listener = bind(addr).await?;
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers (plain HTTP, open)");
+        tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
+    }
+    if let Some(secure) = &options.secure_serving {
+        let tls = serving_cert::acceptor(&secure.cert)?;
+        let auth_client =
+            controller_client(config.clone(), &client_options("delegated-auth", None))
+                .map_err(ManagerError::Client)?;
+        let auth = delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone());
+        let listener = bind(secure.addr).await?;
+        tracing::info!(addr = %secure.addr, "serving the endpoints over HTTPS, authorized through the API server");
+        let exposure = http::Exposure::Secure {
+            tls,
+            auth: Arc::new(auth),
         };
-        tokio::spawn(http::serve(listener, health));
+        tokio::spawn(http::serve(listener, health, exposure));
     }
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
@@ -381,4 +401,10 @@ async fn check_crds(client: &kube::Client, options: &ManagerOptions) -> Result<(
         }
     }
     Ok(())
+}
+
+async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, ManagerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ManagerError::MetricsServer { addr, source })
 }

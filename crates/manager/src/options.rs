@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use mini_kcm_runtime::kinds::ApiFamily;
 
+use crate::delegated_auth::AlwaysAllowPaths;
 use crate::leader_election::{LeaderElectionConfig, default_identity};
+use crate::serving_cert::ServingCert;
 
 /// Which API families to manage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +67,11 @@ pub struct ManagerOptions {
     /// Per controller client, like kube-controller-manager's `--kube-api-qps` / `--kube-api-burst`.
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
+    /// The plain HTTP listener: every endpoint, no authentication (keep it on loopback).
     pub metrics_addr: Option<SocketAddr>,
+    /// kube-controller-manager's secure port: the same endpoints over HTTPS, for callers the API server
+    /// authenticates and authorizes.
+    pub secure_serving: Option<SecureServing>,
     /// Who this replica is: the leader-election identity, also in every request's User-Agent.
     pub identity: String,
     /// With leader election: the controllers start (and may write) only while this replica holds the
@@ -79,6 +85,15 @@ pub struct ManagerOptions {
     pub deployment_max_retry_delay: Duration,
     /// Syncs file their decisions for `/debug/controllers` and `mini-kcm explain` (`--decision-log`).
     pub decision_log: bool,
+}
+
+/// The secure port's settings (kube-controller-manager's `--bind-address`/`--secure-port`, `--tls-*` and
+/// `--authorization-always-allow-paths`).
+#[derive(Debug, Clone)]
+pub struct SecureServing {
+    pub addr: SocketAddr,
+    pub cert: ServingCert,
+    pub always_allow: AlwaysAllowPaths,
 }
 
 /// kube-controller-manager's default `--min-resync-period`.
@@ -96,6 +111,7 @@ impl Default for ManagerOptions {
             kube_api_qps: 20.0,
             kube_api_burst: 30,
             metrics_addr: None,
+            secure_serving: None,
             identity: default_identity(),
             leader_election: None,
             min_resync_period: DEFAULT_MIN_RESYNC_PERIOD,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_manager::leader_election::LeaderElectionConfig;
-use mini_kcm_manager::{Kinds, ManagerOptions};
+use mini_kcm_manager::{AlwaysAllowPaths, Kinds, ManagerOptions, SecureServing, ServingCert};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which API families to manage.
@@ -51,9 +51,28 @@ pub struct RunArgs {
     /// Burst of each controller's client.
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
-    /// Where to serve /metrics, /healthz and /readyz (in a pod: `0.0.0.0:10280`).
-    #[arg(long, default_value = "127.0.0.1:10280")]
-    metrics_addr: SocketAddr,
+    /// Where to serve /metrics, /healthz, /readyz and /debug/controllers over plain HTTP, open to
+    /// whoever can connect (keep it on loopback: `mini-kcm explain` reads it); empty: not at all.
+    #[arg(long, default_value = "127.0.0.1:10280", value_parser = parse_optional_addr)]
+    metrics_addr: OptionalAddr,
+    /// The same endpoints over HTTPS, each request authenticated (TokenReview) and authorized
+    /// (SubjectAccessReview) through the API server, as kube-controller-manager's secure port (10257
+    /// there, and in deploy/in-cluster). 0: off.
+    #[arg(long, default_value_t = 0)]
+    secure_port: u16,
+    /// The address the secure port listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: std::net::IpAddr,
+    /// The secure port's certificate (PEM, chain allowed); without it a self-signed one is made at start.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The key of --tls-cert-file (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Paths the secure port serves without authentication or authorization; a trailing `*` matches a
+    /// prefix.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    authorization_always_allow_paths: Vec<String>,
     /// The informers re-deliver every object to the controllers every [period, 2 × period) (Go
     /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
     #[arg(long, default_value = "12h", value_parser = crate::duration::parse_go_duration)]
@@ -97,7 +116,8 @@ impl RunArgs {
             concurrent_daemonset_syncs: self.concurrent_daemonset_syncs,
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
-            metrics_addr: Some(self.metrics_addr),
+            metrics_addr: self.metrics_addr.0,
+            secure_serving: self.secure_serving(),
             min_resync_period: self.min_resync_period,
             decision_log: self.decision_log,
             leader_election: None,
@@ -122,6 +142,40 @@ impl RunArgs {
         }
         options
     }
+}
+
+impl RunArgs {
+    fn secure_serving(&self) -> Option<SecureServing> {
+        if self.secure_port == 0 {
+            return None;
+        }
+        let cert = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => ServingCert::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => ServingCert::SelfSigned,
+        };
+        Some(SecureServing {
+            addr: SocketAddr::new(self.bind_address, self.secure_port),
+            cert,
+            always_allow: AlwaysAllowPaths::new(self.authorization_always_allow_paths.clone()),
+        })
+    }
+}
+
+/// `--metrics-addr`: an address, or nothing when empty.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionalAddr(Option<SocketAddr>);
+
+fn parse_optional_addr(value: &str) -> Result<OptionalAddr, String> {
+    if value.trim().is_empty() {
+        return Ok(OptionalAddr(None));
+    }
+    value
+        .parse()
+        .map(|addr| OptionalAddr(Some(addr)))
+        .map_err(|e| format!("{e} (expected IP:PORT, or empty for none)"))
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -170,5 +224,58 @@ mod tests {
             .run
             .manager_options();
         assert!(off.leader_election.is_none());
+    }
+
+    /// The plain listener on loopback and no secure port by default; the manifests' flags give the
+    /// secure port with a self-signed certificate and the probes open, and no plain listener.
+    #[test]
+    fn serving_flags() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let options = Cli::parse_from(["run"]).run.manager_options();
+        assert_eq!(
+            options.metrics_addr,
+            Some("127.0.0.1:10280".parse().unwrap())
+        );
+        assert!(options.secure_serving.is_none());
+
+        let options = Cli::parse_from(["run", "--secure-port=10257", "--metrics-addr="])
+            .run
+            .manager_options();
+        assert_eq!(options.metrics_addr, None);
+        let secure = options.secure_serving.unwrap();
+        assert_eq!(secure.addr, "0.0.0.0:10257".parse().unwrap());
+        assert_eq!(secure.cert, ServingCert::SelfSigned);
+        assert_eq!(secure.always_allow, AlwaysAllowPaths::default());
+
+        let options = Cli::parse_from([
+            "run",
+            "--secure-port=8443",
+            "--bind-address=127.0.0.1",
+            "--tls-cert-file=/c",
+            "--tls-private-key-file=/k",
+            "--authorization-always-allow-paths=/healthz,/debug/*",
+        ])
+        .run
+        .manager_options();
+        let secure = options.secure_serving.unwrap();
+        assert_eq!(secure.addr, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(
+            secure.cert,
+            ServingCert::Files {
+                cert: "/c".into(),
+                key: "/k".into()
+            }
+        );
+        assert_eq!(
+            secure.always_allow,
+            AlwaysAllowPaths::new(["/healthz".into(), "/debug/*".into()])
+        );
+        // A certificate without its key is refused.
+        assert!(Cli::try_parse_from(["run", "--tls-cert-file=/c"]).is_err());
     }
 }
