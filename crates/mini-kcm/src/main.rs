@@ -60,7 +60,7 @@ enum Command {
     Up(up::UpArgs),
     /// Run the controllers against a cluster (kubeconfig or in-cluster config), like
     /// kube-controller-manager.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Build (or find cached) the control plane binaries and print where they are.
     #[cfg(feature = "local-plane")]
     BuildPlane,
@@ -127,7 +127,7 @@ async fn run_command(command: Command) -> std::process::ExitCode {
     let result = match command {
         #[cfg(feature = "local-plane")]
         Command::Up(args) => up::run(args).await,
-        Command::Run(args) => run::run(args).await,
+        Command::Run(args) => run::run(*args).await,
         #[cfg(feature = "local-plane")]
         Command::BuildPlane => up::build_plane().await,
         Command::Explain(args) => explain::run(args).await,
