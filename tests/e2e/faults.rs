@@ -344,20 +344,21 @@ async fn a_scale_right_after_an_api_server_restart_beside_upstream() {
     manager.stop().await;
 
     let ns = TestNamespace::create(plane(), "fault-resume-upstream").await;
-    let mut upstream = tokio::process::Command::new(ns.plane.bin_dir.join("kube-controller-manager"))
-        .arg(format!("--kubeconfig={}", ns.plane.kubeconfig.display()))
-        .args([
-            "--controllers=replicaset",
-            "--leader-elect=false",
-            "--secure-port=0",
-            "--kube-api-qps=20",
-            "--kube-api-burst=30",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut upstream =
+        tokio::process::Command::new(ns.plane.bin_dir.join("kube-controller-manager"))
+            .arg(format!("--kubeconfig={}", ns.plane.kubeconfig.display()))
+            .args([
+                "--controllers=replicaset",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--kube-api-qps=20",
+                "--kube-api-burst=30",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
     let theirs = scales_after_restarts(&ns, rounds).await;
     let _ = upstream.kill().await;
 

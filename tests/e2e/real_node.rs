@@ -218,7 +218,11 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
             command.push(TOKEN);
         }
         let answer = run_on_real_node(&ns, pod, account, &command).await;
-        let status = answer.lines().next().unwrap_or_default();
+        // The pod's log holds https-get's stdout ("HTTP <status>", then the body) and its stderr line.
+        let status = answer
+            .lines()
+            .find(|l| l.starts_with("HTTP "))
+            .unwrap_or_default();
         println!("{pod}: {path} -> {status}");
         assert!(
             status == format!("HTTP {expected}") && answer.contains(says),

@@ -43,7 +43,8 @@ pub const GATEWAY: &str = "10.86.0.1";
 pub const CGROUP_ROOT: &str = "/mini-kcm-real-node";
 /// The taint (effect NoSchedule) and label of the real node.
 pub const REAL_NODE_TAINT: (&str, &str) = ("mini-kcm.dev/real-node", "true");
-/// The image of deploy/real-node/build-images.sh: the pods' sandbox (`/pause`) and `/http-get`.
+/// The image of deploy/real-node/build-images.sh: the pods' sandbox (`/pause`), `/http-get` and
+/// `/https-get`.
 pub const NODE_TOOLS_IMAGE: &str = "mini-kcm.local/node-tools:1";
 
 const HOST_LOCK: &str = "/run/mini-kcm-real-node.lock";
@@ -52,6 +53,7 @@ const SHIM_MARKER: &str = "real-node/containerd/containerd.sock";
 const BUILD_SCRIPT: &str = include_str!("../../../../deploy/real-node/build-images.sh");
 const PAUSE_SOURCE: &str = include_str!("../../../../deploy/real-node/pause.c");
 const HTTP_GET_SOURCE: &str = include_str!("../../../../deploy/real-node/http-get.c");
+const HTTPS_GET_SOURCE: &str = include_str!("../../../../deploy/real-node/https-get.c");
 
 /// What the real node should run besides the sandbox image.
 #[derive(Debug, Clone, Default)]
@@ -458,6 +460,7 @@ fn build_node_tools(dir: &Path) -> Result<PathBuf, PlaneError> {
     write(&sources.join("build-images.sh"), BUILD_SCRIPT)?;
     write(&sources.join("pause.c"), PAUSE_SOURCE)?;
     write(&sources.join("http-get.c"), HTTP_GET_SOURCE)?;
+    write(&sources.join("https-get.c"), HTTPS_GET_SOURCE)?;
     let out = sources.join("out");
     run_tool(
         Path::new("bash"),
