@@ -141,7 +141,20 @@ impl<'a> Rollout<'a> {
     ) -> Result<ReplicaSetObject, SyncError> {
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         match sync_existing_new_replica_set(&self.d, &existing, &old_refs, Timestamp::now()) {
-            ExistingNewReplicaSet::UpdateReplicaSet(rs) => self.replace_rs(rs).await,
+            ExistingNewReplicaSet::UpdateReplicaSet(rs) => {
+                let (from, to) = (revision(&existing.metadata), revision(&rs.metadata));
+                if let (Ok(from), Ok(to)) = (from, to)
+                    && from != to
+                {
+                    // A rollback (or a template changed back): no new ReplicaSet, the old one is
+                    // found by its template and becomes the newest revision.
+                    decisions::plan(format_args!(
+                        "ReplicaSet {} has the current template: its revision {from} becomes {to}",
+                        name(&existing.metadata)
+                    ));
+                }
+                self.replace_rs(rs).await
+            }
             ExistingNewReplicaSet::UpdateDeployment(d) => {
                 self.write_deployment(d).await?;
                 Ok(existing)
