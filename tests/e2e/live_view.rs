@@ -93,8 +93,27 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "/debug/controllers/object?kind=Deployment&family=apps&namespace={}&name=web",
         ns.name
     );
-    let view: ObjectView = get_json(&manager, &object_path).await;
+    // The Deployment itself: revision 2, not paused, its generation observed, and its conditions
+    // (Progressing turns NewReplicaSetAvailable in a status write after the counts that completed it).
+    let view: ObjectView = wait_for_json(&manager, &object_path, |v: &ObjectView| {
+        v.conditions.iter().any(|c| {
+            c.type_ == "Progressing" && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+        })
+    })
+    .await;
     assert!(view.found && view.controller_running, "{view:?}");
+    assert_eq!(view.paused, Some(false), "{view:?}");
+    assert_eq!(view.revision.as_deref(), Some("2"), "{view:?}");
+    assert!(
+        view.generation.is_some() && view.observed_generation == view.generation,
+        "{view:?}"
+    );
+    assert!(
+        view.conditions.iter().any(|c| c.type_ == "Available"
+            && c.status == "True"
+            && c.reason.as_deref() == Some("MinimumReplicasAvailable")),
+        "{view:?}"
+    );
     let new_entry = view
         .replica_sets
         .iter()
@@ -144,6 +163,19 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
     assert!(
         tree.contains(&new_rs),
         "the tree does not show {new_rs}:\n{dom}"
+    );
+    assert!(
+        dom.contains("id=\"object-revision\">2<") && dom.contains("id=\"object-paused\">false<"),
+        "the page does not show revision 2, not paused:\n{dom}"
+    );
+    let conditions = dom
+        .split("id=\"object-conditions\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no conditions on the page:\n{dom}"));
+    assert!(
+        conditions.contains("NewReplicaSetAvailable")
+            && conditions.contains("MinimumReplicasAvailable"),
+        "the page's conditions lack Progressing or Available:\n{dom}"
     );
     let sync_counts: Vec<u64> = dom
         .split("syncs-total\">")
@@ -213,6 +245,11 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "{text}"
     );
     assert!(text.contains("queue:"), "{text}");
+    assert!(text.contains("paused:       false    revision 2"), "{text}");
+    assert!(
+        text.contains("Progressing True (NewReplicaSetAvailable)"),
+        "{text}"
+    );
     assert!(
         text.contains(&format!("Decisions of ReplicaSet {new_rs}")) && text.contains("plan:"),
         "{text}"

@@ -133,7 +133,7 @@ fn the_tour_in_the_docs_runs_and_its_checks_hold() {
             .iter()
             .filter(|p| matches!(p, Piece::Check(_)))
             .count()
-            >= 15,
+            >= 60,
         "the tour lost its checks"
     );
     let binary = mini_kcm_binary();

@@ -15,7 +15,8 @@ use mini_kcm_runtime::kinds::{
 };
 
 use crate::object_view::{
-    KeyQueueState, ObjectQuery, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
+    ConditionEntry, KeyQueueState, ObjectQuery, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
+    deployment_facts,
 };
 
 /// The live view's HTML page: server-rendered shell plus a small script that polls the JSON endpoints.
@@ -113,6 +114,9 @@ impl LiveView {
             desired: None,
             generation: None,
             observed_generation: None,
+            paused: None,
+            revision: None,
+            conditions: Vec::new(),
             queue: KeyQueueState::Idle,
             expectations: None,
             replica_sets: Vec::new(),
@@ -155,6 +159,7 @@ impl LiveView {
                 view.desired = Some(d.spec.replicas.unwrap_or(1));
                 view.generation = d.metadata.generation;
                 view.observed_generation = d.status.as_ref().and_then(|s| s.observed_generation);
+                (view.paused, view.revision, view.conditions) = deployment_facts(&d);
                 let replica_sets: Informer<ReplicaSetObject> =
                     workload_informer(informers, WorkloadKind::ReplicaSet, family);
                 let uid = view.uid.clone().unwrap_or_default();
@@ -179,6 +184,8 @@ impl LiveView {
                 view.desired = Some(rs.spec.replicas.unwrap_or(1));
                 view.generation = rs.metadata.generation;
                 view.observed_generation = rs.status.as_ref().and_then(|s| s.observed_generation);
+                view.conditions =
+                    ConditionEntry::list(rs.status.as_ref().and_then(|s| s.conditions.as_ref()));
                 let uid = view.uid.clone().unwrap_or_default();
                 (view.pods, view.pods_omitted) =
                     PodEntry::list(&pods.by_index(POD_CONTROLLER_INDEX, &uid));
@@ -194,6 +201,8 @@ impl LiveView {
                 view.desired = ds.status.as_ref().map(|s| s.desired_number_scheduled);
                 view.generation = ds.metadata.generation;
                 view.observed_generation = ds.status.as_ref().and_then(|s| s.observed_generation);
+                view.conditions =
+                    ConditionEntry::list(ds.status.as_ref().and_then(|s| s.conditions.as_ref()));
                 let uid = view.uid.clone().unwrap_or_default();
                 (view.pods, view.pods_omitted) =
                     PodEntry::list(&pods.by_index(POD_CONTROLLER_INDEX, &uid));

@@ -13,10 +13,11 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::{DaemonSetCondition, DeploymentCondition, ReplicaSetCondition};
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::decisions::{Decision, NodeMap};
 use mini_kcm_runtime::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
-use mini_kcm_runtime::kinds::{ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 use serde::{Deserialize, Serialize};
@@ -87,6 +88,15 @@ pub struct ObjectView {
     pub desired: Option<i32>,
     pub generation: Option<i64>,
     pub observed_generation: Option<i64>,
+    /// A Deployment's `spec.paused` (`None` for other kinds).
+    #[serde(default)]
+    pub paused: Option<bool>,
+    /// A Deployment's `deployment.kubernetes.io/revision`: the revision of its newest ReplicaSet.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// `status.conditions` (a Deployment's Available and Progressing, a ReplicaSet's ReplicaFailure...).
+    #[serde(default)]
+    pub conditions: Vec<ConditionEntry>,
     /// Where the object's key is in its controller's work queue.
     pub queue: KeyQueueState,
     /// Pod creations and deletions its controller still waits to observe (ReplicaSet, DaemonSet).
@@ -173,6 +183,60 @@ impl KeyQueueState {
 
 fn seconds(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+/// One condition of `status.conditions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConditionEntry {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+}
+
+/// Each kind has its own condition type with the same four fields.
+macro_rules! condition_entry_from {
+    ($($condition:ty),*) => {$(
+        impl From<&$condition> for ConditionEntry {
+            fn from(c: &$condition) -> Self {
+                ConditionEntry {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                }
+            }
+        }
+    )*};
+}
+condition_entry_from!(DeploymentCondition, ReplicaSetCondition, DaemonSetCondition);
+
+impl ConditionEntry {
+    /// The entries of `conditions` (a missing list is an empty one).
+    pub fn list<'a, C: 'a>(conditions: Option<&'a Vec<C>>) -> Vec<ConditionEntry>
+    where
+        ConditionEntry: From<&'a C>,
+    {
+        conditions
+            .map(|cs| cs.iter().map(ConditionEntry::from).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What a view shows of a Deployment itself: paused, its revision and its conditions.
+pub fn deployment_facts(
+    d: &DeploymentObject,
+) -> (Option<bool>, Option<String>, Vec<ConditionEntry>) {
+    let paused = Some(d.spec.paused == Some(true));
+    let revision = d
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION_ANNOTATION).cloned());
+    let conditions = ConditionEntry::list(d.status.as_ref().and_then(|s| s.conditions.as_ref()));
+    (paused, revision, conditions)
 }
 
 /// One ReplicaSet of a Deployment.
@@ -350,6 +414,58 @@ mod tests {
         ];
         ReplicaSetEntry::sort(&mut entries);
         assert_eq!(entries[0].name, "web-new", "revision 10 sorts before 2");
+    }
+
+    #[test]
+    fn a_deployment_shows_paused_its_revision_and_conditions() {
+        let d: DeploymentObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "generation": 4,
+                "annotations": {"deployment.kubernetes.io/revision": "3"}},
+            "spec": {"paused": true, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 4, "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                 "message": "Deployment has minimum availability."},
+                {"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused",
+                 "message": "Deployment is paused"},
+            ]},
+        }))
+        .unwrap();
+        let (paused, revision, conditions) = deployment_facts(&d);
+        assert_eq!(paused, Some(true));
+        assert_eq!(revision.as_deref(), Some("3"));
+        assert_eq!(
+            conditions[1],
+            ConditionEntry {
+                type_: "Progressing".into(),
+                status: "Unknown".into(),
+                reason: Some("DeploymentPaused".into()),
+                message: Some("Deployment is paused".into()),
+            }
+        );
+        assert_eq!(conditions.len(), 2);
+        // The JSON the page and `explain` read: `type`, as in the API.
+        assert_eq!(
+            serde_json::to_value(&conditions[0]).unwrap()["type"],
+            "Available"
+        );
+
+        let bare: DeploymentObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {}, "template": {}},
+        }))
+        .unwrap();
+        assert_eq!(deployment_facts(&bare), (Some(false), None, Vec::new()));
+
+        let rs: ReplicaSetObject = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-abc"},
+            "spec": {"selector": {}},
+            "status": {"replicas": 0, "conditions": [{"type": "ReplicaFailure", "status": "True",
+                "reason": "FailedCreate", "message": "exceeded quota"}]},
+        }))
+        .unwrap();
+        let listed = ConditionEntry::list(rs.status.as_ref().and_then(|s| s.conditions.as_ref()));
+        assert_eq!(listed[0].reason.as_deref(), Some("FailedCreate"));
     }
 
     fn controller_with(queue: QueueView) -> ControllerView {

@@ -228,6 +228,26 @@ pub fn render(view: &ObjectView, rs_decisions: &[(String, Vec<Decision>)]) -> St
             opt(view.generation),
             opt(view.observed_generation)
         );
+        if let Some(paused) = view.paused {
+            let _ = writeln!(
+                o,
+                "  paused:       {paused}    revision {}",
+                view.revision.as_deref().unwrap_or("-")
+            );
+        }
+        if !view.conditions.is_empty() {
+            let _ = writeln!(o, "  conditions:");
+        }
+        for c in &view.conditions {
+            let _ = writeln!(
+                o,
+                "    {} {} ({}): {}",
+                c.type_,
+                c.status,
+                c.reason.as_deref().unwrap_or("-"),
+                c.message.as_deref().unwrap_or("")
+            );
+        }
     }
     if view.controller_running {
         let _ = writeln!(o, "  queue:        {}", view.queue.describe());
@@ -432,7 +452,7 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use mini_kcm_manager::object_view::{KeyQueueState, ReplicaSetEntry};
+    use mini_kcm_manager::object_view::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
     use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, Write};
 
     fn decision() -> Decision {
@@ -477,6 +497,9 @@ mod tests {
             desired: Some(3),
             generation: Some(2),
             observed_generation: Some(2),
+            paused: None,
+            revision: None,
+            conditions: Vec::new(),
             queue: KeyQueueState::Waiting {
                 retries: 2,
                 next_attempt_in_ms: 400,
@@ -514,9 +537,27 @@ mod tests {
             }],
             pods_omitted: 0,
         });
+        v.paused = Some(true);
+        v.revision = Some("2".into());
+        v.conditions.push(ConditionEntry {
+            type_: "Progressing".into(),
+            status: "Unknown".into(),
+            reason: Some("DeploymentPaused".into()),
+            message: Some("Deployment is paused".into()),
+        });
         let mut repeated = decision();
         repeated.repeats = 2;
         let text = render(&v, &[("web-abc".into(), vec![repeated])]);
+        assert!(
+            text.contains("  paused:       true    revision 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  conditions:\n    Progressing Unknown (DeploymentPaused): Deployment is paused\n"
+            ),
+            "{text}"
+        );
         assert!(
             text.starts_with("Deployment default/web (apps)\n"),
             "{text}"

@@ -25,7 +25,7 @@ use crate::annotations::{
     POD_TEMPLATE_HASH_LABEL, clear_rollback_to, last_revision, revision, rollback_to,
     set_deployment_annotations_to,
 };
-use crate::conditions::messages;
+use crate::conditions::{PROGRESSING, get_deployment_condition, messages, reason, reasons};
 use crate::history::replica_sets_to_clean_up;
 use crate::new_replica_set::{
     ExistingNewReplicaSet, bump_collision_count, is_own_new_replica_set, new_replica_set,
@@ -141,7 +141,20 @@ impl<'a> Rollout<'a> {
     ) -> Result<ReplicaSetObject, SyncError> {
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         match sync_existing_new_replica_set(&self.d, &existing, &old_refs, Timestamp::now()) {
-            ExistingNewReplicaSet::UpdateReplicaSet(rs) => self.replace_rs(rs).await,
+            ExistingNewReplicaSet::UpdateReplicaSet(rs) => {
+                let (from, to) = (revision(&existing.metadata), revision(&rs.metadata));
+                if let (Ok(from), Ok(to)) = (from, to)
+                    && from != to
+                {
+                    // A rollback (or a template changed back): no new ReplicaSet, the old one is
+                    // found by its template and becomes the newest revision.
+                    decisions::plan(format_args!(
+                        "ReplicaSet {} has the current template: its revision {from} becomes {to}",
+                        name(&existing.metadata)
+                    ));
+                }
+                self.replace_rs(rs).await
+            }
             ExistingNewReplicaSet::UpdateDeployment(d) => {
                 self.write_deployment(d).await?;
                 Ok(existing)
@@ -418,6 +431,16 @@ impl<'a> Rollout<'a> {
         let all = Self::all_refs(new.as_ref(), &old);
         let now = Timestamp::now();
         let status = self.with_selector(rollout_status(&all, new.as_ref(), &self.d, now));
+        let timed_out = |s: &DeploymentStatus| {
+            get_deployment_condition(s, PROGRESSING)
+                .is_some_and(|c| reason(c) == reasons::TIMED_OUT)
+        };
+        if timed_out(&status) && !self.d.status.as_ref().is_some_and(|s| timed_out(s)) {
+            decisions::reason(format_args!(
+                "progress deadline exceeded: no progress for {}s; Progressing becomes False (ProgressDeadlineExceeded)",
+                self.d.spec.progress_deadline_seconds.unwrap_or(600)
+            ));
+        }
         if !status_needs_write(self.d.status.as_ref(), &status) {
             if let Some(delay) = requeue_after_for_progress(&self.d, &status, now).queue_delay() {
                 let key = self.key.clone();
