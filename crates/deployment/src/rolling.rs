@@ -26,7 +26,7 @@ use crate::{DeploymentObject, Error, ReplicaSetObject};
 ///
 /// RollingUpdate: up to `replicas + maxSurge` pods in total over all ReplicaSets, never above
 /// `replicas`; unchanged when the total is already at the limit. Recreate: `replicas` outright.
-pub fn new_rs_new_replicas(
+pub(crate) fn new_rs_new_replicas(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
@@ -61,7 +61,7 @@ pub fn new_rs_new_replicas(
 /// [`new_rs_new_replicas`] allows. A returned step always changes the size.
 ///
 /// upstream: reconcileNewReplicaSet
-pub fn reconcile_new_replica_set(
+pub(crate) fn reconcile_new_replica_set(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
@@ -104,7 +104,7 @@ impl<'a> Sized<'a> {
 
 /// The outcome of scaling down unhealthy old replicas (upstream's `cleanupUnhealthyReplicas`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UnhealthyCleanup {
+pub(crate) struct UnhealthyCleanup {
     /// Steps, oldest ReplicaSet first.
     pub steps: Vec<ScaleStep>,
     /// The replicas the steps remove.
@@ -115,10 +115,11 @@ pub struct UnhealthyCleanup {
     pub aborted: bool,
 }
 
+#[cfg(test)]
 /// Scales down the unavailable pods of old ReplicaSets, oldest first, at most `max_cleanup_count` in
 /// total. Removing pods that are not available cannot lower availability, and the ReplicaSet
 /// controller deletes not-ready pods first, so this frees room without risk.
-pub fn cleanup_unhealthy_replicas(
+pub(crate) fn cleanup_unhealthy_replicas(
     old_rss: &[&ReplicaSetObject],
     max_cleanup_count: i32,
 ) -> UnhealthyCleanup {
@@ -157,9 +158,10 @@ fn cleanup_unhealthy(old: &mut [Sized], max_cleanup_count: i32) -> UnhealthyClea
     result
 }
 
+#[cfg(test)]
 /// Steps scaling old ReplicaSets down, oldest first, by as many pods as are available above
 /// `minAvailable` over `all_rss` (upstream's `scaleDownOldReplicaSetsForRollingUpdate`).
-pub fn scale_down_old_replica_sets_for_rolling_update(
+pub(crate) fn scale_down_old_replica_sets_for_rolling_update(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     old_rss: &[&ReplicaSetObject],
@@ -197,7 +199,7 @@ fn scale_down_old(d: &DeploymentObject, available: i32, old: &mut [Sized]) -> Ve
 
 /// The plan for the old ReplicaSets of a rolling update (upstream's `reconcileOldReplicaSets`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct OldReplicaSetsPlan {
+pub(crate) struct OldReplicaSetsPlan {
     /// `allPods - minAvailable - newRSUnavailable`: how many old pods may go in this sync at most.
     pub max_scaled_down: i32,
     /// Unhealthy-replica cleanup steps, then availability-bounded scale-down steps, in execution
@@ -217,7 +219,7 @@ pub struct OldReplicaSetsPlan {
 /// wrote a status in between).
 ///
 /// upstream: reconcileOldReplicaSets
-pub fn reconcile_old_replica_sets(
+pub(crate) fn reconcile_old_replica_sets(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     old_rss: &[&ReplicaSetObject],
@@ -257,7 +259,7 @@ pub fn reconcile_old_replica_sets(
 
 /// Why the new ReplicaSet of a rolling update grows, shrinks or waits, in the numbers
 /// [`reconcile_new_replica_set`] decides on (for the decision log); `None` when it has all its replicas.
-pub fn why_new_replica_set_step(
+pub(crate) fn why_new_replica_set_step(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
@@ -294,7 +296,7 @@ pub fn why_new_replica_set_step(
 
 /// Why old ReplicaSets of a rolling update shrink or wait (for the decision log), from the numbers
 /// [`reconcile_old_replica_sets`] decides on; `None` when no old replicas are left.
-pub fn why_old_replica_sets(
+pub(crate) fn why_old_replica_sets(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     old_rss: &[&ReplicaSetObject],
