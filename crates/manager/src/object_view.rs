@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 /// `?kind=&family=&namespace=&name=`: which object to show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectQuery {
+pub(crate) struct ObjectQuery {
     /// `Deployment`, `ReplicaSet` or `DaemonSet` (case-insensitive; `deploy`, `rs`, `ds` too).
     pub kind: String,
     /// `apps` (default) or `copies`.
@@ -44,7 +44,7 @@ pub enum ViewedKind {
 
 impl ViewedKind {
     /// Reads `Deployment`, `deployments`, `deploy`, `rs`, `ds`, ... (as kubectl's short names).
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text.to_ascii_lowercase().as_str() {
             "deployment" | "deployments" | "deploy" => Some(ViewedKind::Deployment),
             "replicaset" | "replicasets" | "rs" => Some(ViewedKind::ReplicaSet),
@@ -62,7 +62,7 @@ impl ViewedKind {
     }
 
     /// The controller's name in views and decisions.
-    pub fn controller(self) -> &'static str {
+    pub(crate) fn controller(self) -> &'static str {
         match self {
             ViewedKind::Deployment => "deployment",
             ViewedKind::ReplicaSet => "replicaset",
@@ -124,7 +124,7 @@ pub enum KeyQueueState {
 
 impl KeyQueueState {
     /// Finds `key` (`namespace/name`) in a controller's queue view.
-    pub fn find(view: &ControllerView, key: &str) -> Self {
+    pub(crate) fn find(view: &ControllerView, key: &str) -> Self {
         let queue = &view.queue;
         if queue.in_flight.iter().any(|k| k == key) {
             return KeyQueueState::InFlight;
@@ -216,7 +216,7 @@ const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 /// `Kind/name` of the controller owner reference.
-pub fn owner_of(meta: &ObjectMeta) -> Option<String> {
+pub(crate) fn owner_of(meta: &ObjectMeta) -> Option<String> {
     controller_ref(meta).map(|r| format!("{}/{}", r.kind, r.name))
 }
 
@@ -225,7 +225,7 @@ fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
 }
 
 impl PodEntry {
-    pub fn of(pod: &CachedPod) -> Self {
+    pub(crate) fn of(pod: &CachedPod) -> Self {
         PodEntry {
             name: pod.metadata.name.clone().unwrap_or_default(),
             owner: owner_of(&pod.metadata),
@@ -239,7 +239,7 @@ impl PodEntry {
     }
 
     /// The first [`LIST_LIMIT`] of `pods` by name, and how many were left out.
-    pub fn list(pods: &[Arc<CachedPod>]) -> (Vec<PodEntry>, usize) {
+    pub(crate) fn list(pods: &[Arc<CachedPod>]) -> (Vec<PodEntry>, usize) {
         let mut entries: Vec<PodEntry> = pods.iter().map(|p| PodEntry::of(p)).collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let omitted = entries.len().saturating_sub(LIST_LIMIT);
@@ -250,7 +250,7 @@ impl PodEntry {
 
 impl ReplicaSetEntry {
     /// The entry of `rs` with its pods.
-    pub fn of(rs: &ReplicaSetObject, pods: &[Arc<CachedPod>]) -> Self {
+    pub(crate) fn of(rs: &ReplicaSetObject, pods: &[Arc<CachedPod>]) -> Self {
         let status = rs.status.as_ref();
         let (pods, pods_omitted) = PodEntry::list(pods);
         ReplicaSetEntry {
@@ -272,7 +272,7 @@ impl ReplicaSetEntry {
     }
 
     /// Newest revision first (a missing or unparsable revision last), then by name.
-    pub fn sort(entries: &mut [ReplicaSetEntry]) {
+    pub(crate) fn sort(entries: &mut [ReplicaSetEntry]) {
         let revision = |e: &ReplicaSetEntry| {
             e.revision
                 .as_deref()
