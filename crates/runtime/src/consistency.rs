@@ -54,7 +54,7 @@ impl StaleSyncSkips {
 }
 
 /// Reads how far an informer's watch has got (see `Informer::observed_resource_version`).
-pub type ObservedVersion = Arc<dyn Fn() -> u64 + Send + Sync>;
+pub(crate) type ObservedVersion = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// Per owner key, the resourceVersions written per kind that the caches must reach before a sync.
 #[derive(Clone, Default)]
@@ -77,7 +77,7 @@ impl ConsistencyStore {
     }
 
     /// Declares how far the cache of `K` has got (for tests: any function).
-    pub fn track_with<K: 'static>(&self, observed: ObservedVersion) {
+    pub(crate) fn track_with<K: 'static>(&self, observed: ObservedVersion) {
         self.lock().kinds.insert(TypeId::of::<K>(), observed);
     }
 

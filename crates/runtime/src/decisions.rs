@@ -31,13 +31,13 @@ use serde::{Deserialize, Serialize};
 use crate::controller::key::ObjectKey;
 
 /// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
-pub const MAX_LINES: usize = 24;
+pub(crate) const MAX_LINES: usize = 24;
 /// Longest line kept, in bytes (longer ones are cut at a character boundary and marked with `…`).
-pub const MAX_LINE_BYTES: usize = 240;
+pub(crate) const MAX_LINE_BYTES: usize = 240;
 /// Most writes kept per decision (a sync creating 500 pods keeps the first ones and a count).
-pub const MAX_WRITES: usize = 24;
+pub(crate) const MAX_WRITES: usize = 24;
 /// Most nodes kept in a DaemonSet's node → pod map.
-pub const MAX_NODES: usize = 500;
+pub(crate) const MAX_NODES: usize = 500;
 
 /// How much the log keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,7 @@ const REMEMBERED_SERIES: usize = 4096;
 /// How long after it was recorded an event write stops waiting for spare tokens. The publisher writes
 /// in order, so one busy period delays the events recorded in it by about this much, the later ones
 /// having spent their patience while queued.
-pub const EVENT_PATIENCE: Duration = Duration::from_secs(1);
+pub(crate) const EVENT_PATIENCE: Duration = Duration::from_secs(1);
 
 /// `<subsystem>_events_dropped_total`: event writes dropped because the publisher's queue was full.
 #[derive(Clone)]

@@ -8,7 +8,7 @@
 //! trait, built from its descriptor table (one entry per controller, like kube-controller-manager's).
 
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
-pub mod key;
+pub(crate) mod key;
 mod owners;
 
 use futures::future::BoxFuture;

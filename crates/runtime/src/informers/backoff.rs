@@ -54,12 +54,12 @@ impl WatchBackoff {
     }
 
     /// A backoff whose jitter draws come from `unit` (tests pin them).
-    pub fn with_jitter(unit: fn() -> f64) -> Self {
+    pub(crate) fn with_jitter(unit: fn() -> f64) -> Self {
         WatchBackoff { failures: 0, unit }
     }
 
     /// The delay before the next attempt, after one more error.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         // From 2^3 × 250 ms on the delay is the cap; clamping the exponent keeps the shift in range.
         let nominal = Self::INITIAL
             .saturating_mul(1 << self.failures.min(4))

@@ -135,11 +135,6 @@ impl SharedInformers {
         self
     }
 
-    /// The resync period drawn for this factory.
-    pub fn resync_period(&self) -> Option<Duration> {
-        self.resync_period
-    }
-
     pub fn client(&self) -> &Client {
         &self.client
     }
