@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use mini_kcm_runtime::controller::ObjectKey;
+use kube::api::ObjectMeta;
+use mini_kcm_runtime::controller::{ObjectKey, ToWake};
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -114,13 +115,7 @@ impl DaemonSetController {
             self.pod_deleted(new);
             return;
         }
-        let wake = self
-            .inner
-            .daemon_sets
-            .to_wake(Some(&old.metadata), &new.metadata);
-        for ds in wake.all() {
-            self.enqueue(ds);
-        }
+        let wake = self.wake_owners(&old.metadata, &new.metadata);
         // Availability needs minReadySeconds of readiness: look again once it should be reached (one
         // second more, as upstream, so the check does not land a hair too early).
         if let Some(ds) = &wake.controller {
@@ -164,16 +159,20 @@ impl DaemonSetController {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let wake = self
-                    .inner
-                    .daemon_sets
-                    .to_wake(Some(&old.metadata), &new.metadata);
-                for ds in wake.all() {
-                    self.enqueue(ds);
-                }
+                self.wake_owners(&old.metadata, &new.metadata);
             }
             Change::Deleted(revision) => self.revision_deleted(revision),
         }
+    }
+
+    /// Wakes the DaemonSets a pod or revision updated from `old` to `new` concerns; returns them for
+    /// the caller's own bookkeeping.
+    fn wake_owners(&self, old: &ObjectMeta, new: &ObjectMeta) -> ToWake<DaemonSetObject> {
+        let wake = self.inner.daemon_sets.to_wake(Some(old), new);
+        for ds in wake.all() {
+            self.enqueue(ds);
+        }
+        wake
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {
