@@ -784,6 +784,7 @@ mod tests {
             let (old, new_rs) = (&rss[0], &rss[1]);
             let mut steps: Vec<ScaleStep> = reconcile_new_replica_set(&dep, &[old, new_rs], new_rs)
                 .unwrap()
+                .step
                 .into_iter()
                 .collect();
             if steps.is_empty() {
