@@ -63,6 +63,36 @@ impl NodeDecision {
     };
 }
 
+/// The first placement check a node fails, with what it found.
+#[derive(Debug, Clone, Copy)]
+enum NotPlaced<'a> {
+    /// The template's `spec.nodeName` names another node.
+    OtherNodeName(&'a str),
+    /// `spec.nodeSelector` or the required node affinity does not match the node's labels.
+    Affinity,
+    /// A NoSchedule or NoExecute taint no toleration tolerates; `evicts` when an untolerated NoExecute
+    /// taint (this one or another) would evict a pod already there.
+    Untolerated { taint: &'a Taint, evicts: bool },
+}
+
+impl std::fmt::Display for NotPlaced<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPlaced::OtherNodeName(wanted) => write!(f, "the template's nodeName is {wanted}"),
+            NotPlaced::Affinity => f.write_str(
+                "nodeSelector or required node affinity does not match the node's labels",
+            ),
+            NotPlaced::Untolerated { taint, .. } => {
+                write!(f, "node does not tolerate taint {}", taint.key)?;
+                if let Some(value) = &taint.value {
+                    write!(f, "={value}")?;
+                }
+                write!(f, ":{}", taint.effect)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 /// Upstream `NodeShouldRunDaemonPod` for a single question: `(should_run, should_continue_running)`.
 /// Parses the template each time; a sync judging many nodes should build one [`DaemonPlacement`].
@@ -136,41 +166,31 @@ impl DaemonPlacement {
     ///
     /// upstream: NodeShouldRunDaemonPod
     pub(crate) fn evaluate(&self, node: &Node) -> NodeDecision {
-        let node_name = node.metadata.name.as_deref().unwrap_or_default();
-        if self.node_name.as_deref().is_some_and(|n| n != node_name) {
-            return NodeDecision::NO;
-        }
-        if !self.matches_required_affinity(node) {
-            return NodeDecision::NO;
-        }
-        let taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
-        let blocking = |t: &Taint| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE;
-        if self.find_untolerated(taints, blocking).is_none() {
-            return NodeDecision::YES;
-        }
-        // Cannot be placed; an existing pod stays unless a NoExecute taint would evict it anyway.
-        let evicting = |t: &Taint| t.effect == NO_EXECUTE;
-        NodeDecision {
-            should_run: false,
-            should_continue_running: self.find_untolerated(taints, evicting).is_none(),
+        match self.check(node) {
+            Ok(()) => NodeDecision::YES,
+            // Cannot be placed; an existing pod stays unless a NoExecute taint would evict it anyway.
+            Err(NotPlaced::Untolerated { evicts, .. }) => NodeDecision {
+                should_run: false,
+                should_continue_running: !evicts,
+            },
+            Err(_) => NodeDecision::NO,
         }
     }
 
-    /// Why the DaemonSet's pod does not belong on `node` (`None` when it does): the same checks as
-    /// [`DaemonPlacement::evaluate`], named, for the decision log's node map.
+    /// Why the DaemonSet's pod does not belong on `node` (`None` when it does), for the decision log's
+    /// node map: the check of [`DaemonPlacement::evaluate`] that failed, named.
     pub(crate) fn why_not(&self, node: &Node) -> Option<String> {
+        self.check(node).err().map(|not| not.to_string())
+    }
+
+    /// The checks of [`DaemonPlacement::evaluate`], in upstream's order: the first that fails.
+    fn check<'a>(&'a self, node: &'a Node) -> Result<(), NotPlaced<'a>> {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(wanted) = self.node_name.as_deref().filter(|n| *n != node_name) {
-            return Some(format!("the template's nodeName is {wanted}"));
+            return Err(NotPlaced::OtherNodeName(wanted));
         }
         if !self.matches_required_affinity(node) {
-            return Some(
-                "nodeSelector or required node affinity does not match the node's labels".into(),
-            );
+            return Err(NotPlaced::Affinity);
         }
         let taints = node
             .spec
@@ -178,13 +198,13 @@ impl DaemonPlacement {
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
         let blocking = |t: &Taint| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE;
-        self.find_untolerated(taints, blocking).map(|t| {
-            let value = t
-                .value
-                .as_deref()
-                .map(|v| format!("={v}"))
-                .unwrap_or_default();
-            format!("node does not tolerate taint {}{value}:{}", t.key, t.effect)
+        let Some(taint) = self.find_untolerated(taints, blocking) else {
+            return Ok(());
+        };
+        let evicting = |t: &Taint| t.effect == NO_EXECUTE;
+        Err(NotPlaced::Untolerated {
+            taint,
+            evicts: self.find_untolerated(taints, evicting).is_some(),
         })
     }
 
@@ -1179,5 +1199,30 @@ pub(crate) mod tests {
             Some("node does not tolerate taint x=y:NoSchedule")
         );
         assert!(!placement.evaluate(&tainted_node).should_run);
+
+        // Each check names what it found, and the verdict agrees with it.
+        let evicting = tainted(new_node("n3", None), vec![taint("gone", None, "NoExecute")]);
+        assert_eq!(
+            placement.why_not(&evicting).as_deref(),
+            Some("node does not tolerate taint gone:NoExecute")
+        );
+        assert!(!placement.evaluate(&evicting).should_continue_running);
+        let mut pinned = new_ds("pinned");
+        pinned.spec.template.spec.as_mut().unwrap().node_name = Some("n9".into());
+        let pinned = DaemonPlacement::new(&pinned);
+        assert_eq!(
+            pinned.why_not(&new_node("n1", None)).as_deref(),
+            Some("the template's nodeName is n9")
+        );
+        assert_eq!(pinned.evaluate(&new_node("n1", None)), NodeDecision::NO);
+        let mut selective = new_ds("selective");
+        selective.spec.template.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([("disk".to_string(), "ssd".to_string())]));
+        let selective = DaemonPlacement::new(&selective);
+        assert_eq!(
+            selective.why_not(&new_node("n1", None)).as_deref(),
+            Some("nodeSelector or required node affinity does not match the node's labels")
+        );
+        assert_eq!(selective.evaluate(&new_node("n1", None)), NodeDecision::NO);
     }
 }
