@@ -61,7 +61,7 @@ pub struct ControllerClientOptions {
 
 impl ControllerClientOptions {
     /// The User-Agent header: product/version, then who and which controller, as client-go formats it.
-    pub fn user_agent(&self) -> String {
+    pub(crate) fn user_agent(&self) -> String {
         format!(
             "mini-kcm/v{} ({}) {}",
             env!("CARGO_PKG_VERSION"),

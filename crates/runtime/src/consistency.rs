@@ -22,7 +22,7 @@ pub struct StaleSyncSkips(prometheus::IntCounterVec);
 
 impl StaleSyncSkips {
     /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub fn register(
+    pub(crate) fn register(
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
@@ -39,7 +39,7 @@ impl StaleSyncSkips {
     }
 
     /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         let counter = prometheus::IntCounterVec::new(
             prometheus::Opts::new("unregistered", "unregistered"),
             &["group", "resource"],

@@ -288,8 +288,9 @@ impl DecisionLog {
             .and_then(|h| h.nodes.clone())
     }
 
+    #[cfg(test)]
     /// How many decisions the log holds now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.as_ref().map_or(0, |inner| {
             lock(inner)
                 .objects
@@ -299,12 +300,13 @@ impl DecisionLog {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Starts the draft of one sync of `key` (the worker calls this; `None` when disabled).
-    pub fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
+    pub(crate) fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
         self.inner.as_ref()?;
         Some(Draft {
             shared: Arc::new(Mutex::new(DraftState::default())),
@@ -315,7 +317,7 @@ impl DecisionLog {
     }
 
     /// Files a finished draft, if it decided anything or failed; a node map is kept either way.
-    pub fn file(&self, draft: Draft, failure: Option<String>) {
+    pub(crate) fn file(&self, draft: Draft, failure: Option<String>) {
         let Some(inner) = &self.inner else {
             return;
         };
@@ -430,7 +432,7 @@ pub struct Draft {
 
 impl Draft {
     /// Runs `sync` with this draft as the current one, so the recording functions reach it.
-    pub async fn scope<F: Future>(&self, sync: F) -> F::Output {
+    pub(crate) async fn scope<F: Future>(&self, sync: F) -> F::Output {
         CURRENT.scope(self.shared.clone(), sync).await
     }
 }

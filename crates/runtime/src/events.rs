@@ -47,7 +47,7 @@ pub struct EventDrops(prometheus::IntCounter);
 
 impl EventDrops {
     /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub fn register(
+    pub(crate) fn register(
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
@@ -61,12 +61,12 @@ impl EventDrops {
     }
 
     /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         EventDrops(crate::counter::unregistered_counter())
     }
 
     /// Drops counted so far.
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.get()
     }
 }
@@ -110,12 +110,6 @@ impl EventRecorder {
         let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
         tokio::spawn(publish(client, budget, controller.to_string(), rx));
         Self::with_sender(controller, tx, dropped)
-    }
-
-    /// A recorder that drops everything (unit tests).
-    pub fn disabled() -> Self {
-        let (tx, _) = mpsc::channel(1);
-        Self::with_sender("disabled", tx, EventDrops::unregistered())
     }
 
     fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>, dropped: EventDrops) -> Self {

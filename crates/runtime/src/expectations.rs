@@ -142,7 +142,7 @@ impl ControllerExpectations {
         self.set_expectations(key, adds, 0);
     }
 
-    pub fn expect_deletions(&self, key: &ObjectKey, dels: usize) {
+    pub(crate) fn expect_deletions(&self, key: &ObjectKey, dels: usize) {
         self.set_expectations(key, 0, dels);
     }
 
@@ -228,7 +228,8 @@ impl UidTrackingExpectations {
         self.counts.creation_observed(key);
     }
 
-    pub fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
+    #[cfg(test)]
+    pub(crate) fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.counts.lower_expectations(key, add, del);
     }
 

@@ -64,15 +64,16 @@ enum Op {
 }
 
 impl Selector {
+    #[cfg(test)]
     /// Matches every label set (upstream `labels.Everything()`).
-    pub fn everything() -> Self {
+    pub(crate) fn everything() -> Self {
         Self {
             requirements: Some(Vec::new()),
         }
     }
 
     /// Matches no label set (upstream `labels.Nothing()`).
-    pub fn nothing() -> Self {
+    pub(crate) fn nothing() -> Self {
         Self { requirements: None }
     }
 

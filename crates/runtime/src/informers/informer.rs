@@ -37,7 +37,10 @@ pub struct Indexer<K> {
 }
 
 impl<K> Indexer<K> {
-    pub fn new(name: &'static str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
         Indexer {
             name,
             index_fn: Arc::new(f),
@@ -141,7 +144,7 @@ impl<K: Resource> Informer<K> {
     }
 
     /// The kind this informer watches (for logs).
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         &self.inner.kind
     }
 
@@ -170,7 +173,7 @@ impl<K: Resource> Informer<K> {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read(|s| s.len())
     }
 
@@ -194,7 +197,7 @@ impl<K: Resource> Informer<K> {
     }
 
     /// The cache at a glance (`crate::inspect`); `resource` names it (`apps/v1/replicasets`).
-    pub fn view(&self, resource: &str) -> InformerView {
+    pub(crate) fn view(&self, resource: &str) -> InformerView {
         InformerView {
             kind: self.inner.kind.clone(),
             resource: resource.to_string(),
@@ -254,7 +257,7 @@ where
 {
     /// Lists and watches until the process ends (the watch restarts with backoff on errors), and every
     /// resync period re-delivers the whole cache as updates.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let events = self
             .inner
             .events

@@ -28,7 +28,7 @@ pub enum PodControlError {
 
 impl PodControlError {
     /// The API server refused because the namespace is being deleted: not a controller failure.
-    pub fn is_namespace_terminating(&self) -> bool {
+    pub(crate) fn is_namespace_terminating(&self) -> bool {
         matches!(self, PodControlError::Api(e) if is_namespace_terminating(e))
     }
 
