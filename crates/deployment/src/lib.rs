@@ -36,6 +36,8 @@
 
 // The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
 #![warn(unreachable_pub)]
+// Docs link private items where that is where the reader should go: `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod accessors;
 mod annotations;

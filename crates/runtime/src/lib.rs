@@ -14,6 +14,8 @@
 
 // Keeps every `pub` that no other crate can reach from claiming more than pub(crate).
 #![warn(unreachable_pub)]
+// Docs link private items where that is where the reader should go: `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod api_errors;
 pub mod client;

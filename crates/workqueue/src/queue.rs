@@ -324,7 +324,7 @@ where
 
     /// Stops accepting keys. Workers still receive the keys already queued, then `get`
     /// returns `None`. Delayed keys that are not ready yet are dropped. Idempotent; also
-    /// releases a pending [`shut_down_with_drain`](Self::shut_down_with_drain).
+    /// releases a pending `shut_down_with_drain`.
     pub fn shut_down(&self) {
         self.inner.begin_shutdown(false);
     }
