@@ -23,7 +23,7 @@ use mini_kcm_e2e::{
     repo_path, wait_deployment_complete,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_manager::object_view::ObjectView;
+use mini_kcm_manager::ObjectView;
 use mini_kcm_runtime::decisions::Decision;
 use mini_kcm_runtime::inspect::ManagerView;
 use mini_kcm_runtime::kinds::ApiFamily;

@@ -21,14 +21,14 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// The prefix of every impersonated user a benchmark run uses.
-pub const BENCH_USER_PREFIX: &str = "minikcm-bench:";
+pub(crate) const BENCH_USER_PREFIX: &str = "minikcm-bench:";
 
 /// Requests of one run: client name to `"<verb> <resource>"` to count.
-pub type ClientRequests = BTreeMap<String, BTreeMap<String, u64>>;
+pub(crate) type ClientRequests = BTreeMap<String, BTreeMap<String, u64>>;
 
 /// One complete request of a benchmark run, as read from one audit log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CountedRequest {
+pub(crate) struct CountedRequest {
     /// The impersonated user, i.e. which run sent it.
     pub user: String,
     pub client: String,
@@ -66,7 +66,7 @@ struct ObjectRef {
 
 /// The request of an audit log line if it is a complete request of a benchmark run; `None` for every
 /// other line (other users, intermediate stages, lines that are not audit events).
-pub fn parse_line(line: &str) -> Option<CountedRequest> {
+pub(crate) fn parse_line(line: &str) -> Option<CountedRequest> {
     // Most lines are the plane's own traffic: skip them before decoding.
     if !line.contains(BENCH_USER_PREFIX) {
         return None;
@@ -105,7 +105,7 @@ pub fn parse_line(line: &str) -> Option<CountedRequest> {
 /// The client part of a user agent: what mini-kcm puts after `(<identity>) `, what client-go's
 /// `AddUserAgent` appends as the last `/` segment after `kubernetes/<commit>`. A user agent of another
 /// shape is kept whole.
-pub fn client_name(user_agent: &str) -> String {
+pub(crate) fn client_name(user_agent: &str) -> String {
     let Some((_, rest)) = user_agent.split_once(") ") else {
         return user_agent.to_string();
     };
@@ -121,7 +121,7 @@ pub fn client_name(user_agent: &str) -> String {
 
 /// Follows the audit log from where it was when created, counting benchmark requests per run user.
 #[derive(Debug)]
-pub struct AuditTail {
+pub(crate) struct AuditTail {
     path: PathBuf,
     file: Option<File>,
     inode: u64,
@@ -132,7 +132,7 @@ pub struct AuditTail {
 
 impl AuditTail {
     /// Starts at the current end of the log (or at its start once it appears).
-    pub fn open_at_end(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open_at_end(path: &Path) -> std::io::Result<Self> {
         let mut tail = AuditTail {
             path: path.to_path_buf(),
             file: None,
@@ -150,7 +150,7 @@ impl AuditTail {
 
     /// Reads everything written since the last call. When the API server has rotated the log, the rest
     /// of the old file is read first, then the new one from its start.
-    pub fn drain(&mut self) -> std::io::Result<()> {
+    pub(crate) fn drain(&mut self) -> std::io::Result<()> {
         loop {
             if let Some(file) = self.file.as_mut() {
                 let mut bytes = Vec::new();
@@ -191,7 +191,7 @@ impl AuditTail {
     }
 
     /// The requests counted so far for one run user.
-    pub fn requests_of(&self, user: &str) -> ClientRequests {
+    pub(crate) fn requests_of(&self, user: &str) -> ClientRequests {
         self.counts.get(user).cloned().unwrap_or_default()
     }
 }
@@ -208,7 +208,7 @@ fn add(counts: &mut HashMap<String, ClientRequests>, request: CountedRequest) {
 }
 
 /// The verbs that change state.
-pub fn is_write(verb: &str) -> bool {
+pub(crate) fn is_write(verb: &str) -> bool {
     matches!(
         verb,
         "create" | "update" | "patch" | "delete" | "deletecollection"
@@ -216,7 +216,7 @@ pub fn is_write(verb: &str) -> bool {
 }
 
 /// Total requests, and the writes among them, over all clients of a run.
-pub fn totals(requests: &ClientRequests) -> (u64, u64) {
+pub(crate) fn totals(requests: &ClientRequests) -> (u64, u64) {
     let mut all = 0u64;
     let mut writes = 0u64;
     for (key, count) in requests.values().flatten() {

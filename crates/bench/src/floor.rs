@@ -55,7 +55,7 @@ impl PodWork {
 }
 
 /// Runs the floor of `scenario` in a fresh namespace and deletes it afterwards.
-pub async fn run_floor(
+pub(crate) async fn run_floor(
     ctx: &Context,
     scenario: Scenario,
     round: u32,

@@ -8,6 +8,13 @@
 //! steady RSS. Each round also measures the plane's floor: the scenario's pod work with no
 //! controller (`floor`). Output: a table of medians and ratios on stdout, `bench.json` and one SVG
 //! plot per scenario (ready pods over time). See docs/performance.md.
+//!
+//! Where to start reading: [`run`] (below), then `run.rs` (a plane, every scenario round after round, each
+//! side in turn), `scenario.rs` (what each scenario creates and when it is done), `side.rs` (how each
+//! controller process starts) and `report.rs` (medians, ratios, the table, JSON and plots).
+
+// The public surface is the list of `pub` items below; this keeps every other `pub` from claiming more.
+#![warn(unreachable_pub)]
 
 mod audit;
 mod error;

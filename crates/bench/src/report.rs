@@ -138,7 +138,7 @@ const METRICS: [(&str, ReadMetric); 9] = [
 ];
 
 /// Medians per side, their ratio, ranges and p-value, for every metric.
-pub fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
+pub(crate) fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
     METRICS
         .iter()
         .map(|(metric, read)| {
@@ -164,7 +164,7 @@ pub fn summarize(runs: &[RunResult], baseline: Side) -> Vec<MetricSummary> {
 }
 
 /// The table printed on stdout.
-pub fn table(report: &Report) -> String {
+pub(crate) fn table(report: &Report) -> String {
     let mut out = String::new();
     let baseline = report.baseline.name();
     let _ = writeln!(
@@ -258,7 +258,7 @@ fn number(value: Option<f64>, decimals: usize) -> String {
 
 /// The plot of one scenario: ready pods over time, mini-kcm blue, upstream orange, the plane's floor
 /// grey, rounds after the first dashed.
-pub fn plot(scenario: &ScenarioResult) -> String {
+pub(crate) fn plot(scenario: &ScenarioResult) -> String {
     let floors = scenario.plane_floor.iter().map(|floor| Series {
         label: format!("plane floor r{}", floor.round),
         color: "#7f7f7f".into(),
@@ -295,7 +295,7 @@ pub fn plot(scenario: &ScenarioResult) -> String {
 }
 
 /// Writes `bench.json` and one `<scenario>.svg` per scenario into `dir`; returns the paths.
-pub fn write_files(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
+pub(crate) fn write_files(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| BenchError::io(format!("creating {}", dir.display()), e))?;
     let mut written = Vec::new();

@@ -39,7 +39,7 @@ use crate::watch::{ReadySeries, wait_all_done, wait_namespace_gone};
 const CLIENT_CONCURRENCY: usize = 16;
 
 /// Everything runs share.
-pub struct Context {
+pub(crate) struct Context {
     pub plane: PlaneInfo,
     pub client: Client,
     pub sizes: Sizes,
@@ -50,13 +50,13 @@ pub struct Context {
 }
 
 /// Follows the audit log on a thread of its own until dropped.
-pub struct AuditFollower {
+pub(crate) struct AuditFollower {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl AuditFollower {
-    pub fn start(audit: Arc<Mutex<AuditTail>>) -> Self {
+    pub(crate) fn start(audit: Arc<Mutex<AuditTail>>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -87,7 +87,7 @@ impl Drop for AuditFollower {
 }
 
 /// The user whose requests are one run's.
-pub fn run_user(scenario: Scenario, side: Side, round: u32) -> String {
+pub(crate) fn run_user(scenario: Scenario, side: Side, round: u32) -> String {
     format!(
         "{BENCH_USER_PREFIX}{}:{}:{round}",
         scenario.name(),
@@ -97,7 +97,7 @@ pub fn run_user(scenario: Scenario, side: Side, round: u32) -> String {
 
 /// One side in one round. Request counts are filled in later (`fill_requests`), once the audit log has
 /// caught up.
-pub async fn run_side(
+pub(crate) async fn run_side(
     ctx: &Context,
     scenario: Scenario,
     side: Side,
@@ -181,7 +181,7 @@ pub async fn run_side(
 }
 
 /// Adds the audit-log counts of the run's user.
-pub fn fill_requests(run: &mut RunResult, audit: &AuditTail) {
+pub(crate) fn fill_requests(run: &mut RunResult, audit: &AuditTail) {
     run.requests = audit.requests_of(&run.user);
     let (total, writes) = totals(&run.requests);
     run.requests_total = total;
@@ -419,7 +419,7 @@ async fn drive(
 }
 
 /// Complete as `kubectl rollout status` means it, and every replica available.
-pub fn deployment_done(d: &Deployment) -> bool {
+pub(crate) fn deployment_done(d: &Deployment) -> bool {
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let Some(status) = &d.status else {
         return false;
@@ -431,7 +431,7 @@ pub fn deployment_done(d: &Deployment) -> bool {
         && status.available_replicas.unwrap_or(0) == want
 }
 
-pub fn replica_set_done(r: &ReplicaSet) -> bool {
+pub(crate) fn replica_set_done(r: &ReplicaSet) -> bool {
     let want = r.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let Some(status) = &r.status else {
         return false;
@@ -443,7 +443,7 @@ pub fn replica_set_done(r: &ReplicaSet) -> bool {
 }
 
 /// Scheduled on all `nodes`, every pod updated and available.
-pub fn daemon_set_done(d: &DaemonSet, nodes: u32) -> bool {
+pub(crate) fn daemon_set_done(d: &DaemonSet, nodes: u32) -> bool {
     let Some(status) = &d.status else {
         return false;
     };

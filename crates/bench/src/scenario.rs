@@ -11,12 +11,12 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub const ROLE_LABEL: &str = "bench.minikcm.dev/role";
-pub const REV_LABEL: &str = "bench.minikcm.dev/rev";
+pub(crate) const ROLE_LABEL: &str = "bench.minikcm.dev/role";
+pub(crate) const REV_LABEL: &str = "bench.minikcm.dev/rev";
 /// Objects whose status is waited for as the scenario's end.
-pub const ROLE_WORKLOAD: &str = "workload";
+pub(crate) const ROLE_WORKLOAD: &str = "workload";
 /// The small objects that show each controller has started (see `run::wait_for_controllers`).
-pub const ROLE_PROBE: &str = "probe";
+pub(crate) const ROLE_PROBE: &str = "probe";
 
 /// What a scenario does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, Serialize)]
@@ -141,12 +141,12 @@ impl Sizes {
 
     /// Sets the steady scenario's pods, keeping its pods per ReplicaSet (the last ReplicaSets may
     /// round the total up).
-    pub fn set_steady_pods(&mut self, pods: u32) {
+    pub(crate) fn set_steady_pods(&mut self, pods: u32) {
         let per_replica_set = self.steady_pods_per_replica_set.max(1);
         self.steady_replica_sets = pods.div_ceil(per_replica_set);
     }
 
-    pub fn steady_pods(&self) -> u32 {
+    pub(crate) fn steady_pods(&self) -> u32 {
         self.steady_replica_sets
             .saturating_mul(self.steady_pods_per_replica_set)
     }
@@ -157,7 +157,7 @@ fn labels(app: &str, role: &str) -> Value {
 }
 
 /// The pod template of every workload: one pause container, no grace period.
-pub fn pod_template(app: &str, role: &str, rev: u32) -> Value {
+pub(crate) fn pod_template(app: &str, role: &str, rev: u32) -> Value {
     let mut template_labels = labels(app, role);
     template_labels[REV_LABEL] = json!(rev.to_string());
     json!({
@@ -170,7 +170,7 @@ pub fn pod_template(app: &str, role: &str, rev: u32) -> Value {
 }
 
 /// A Deployment of `replicas` pods with upstream's default rolling strategy written out.
-pub fn deployment(name: &str, role: &str, replicas: u32, rev: u32) -> Value {
+pub(crate) fn deployment(name: &str, role: &str, replicas: u32, rev: u32) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -187,7 +187,7 @@ pub fn deployment(name: &str, role: &str, replicas: u32, rev: u32) -> Value {
     })
 }
 
-pub fn replica_set(name: &str, replicas: u32) -> Value {
+pub(crate) fn replica_set(name: &str, replicas: u32) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -201,7 +201,11 @@ pub fn replica_set(name: &str, replicas: u32) -> Value {
 }
 
 /// A DaemonSet; `node_selector` restricts it (the probe selects no node at all).
-pub fn daemon_set(name: &str, role: &str, node_selector: Option<BTreeMap<&str, &str>>) -> Value {
+pub(crate) fn daemon_set(
+    name: &str,
+    role: &str,
+    node_selector: Option<BTreeMap<&str, &str>>,
+) -> Value {
     let mut template = pod_template(name, role, 1);
     if let Some(selector) = node_selector {
         template["spec"]["nodeSelector"] = json!(selector);
@@ -219,7 +223,7 @@ pub fn daemon_set(name: &str, role: &str, node_selector: Option<BTreeMap<&str, &
 }
 
 /// The merge patch that rolls a Deployment to template revision `rev`.
-pub fn new_revision_patch(rev: u32) -> Value {
+pub(crate) fn new_revision_patch(rev: u32) -> Value {
     json!({ "spec": { "template": { "metadata": { "labels": { REV_LABEL: rev.to_string() } } } } })
 }
 

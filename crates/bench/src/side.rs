@@ -62,7 +62,7 @@ impl ClientLimits {
 }
 
 /// Writes the plane's kubeconfig with every user impersonating `user` in `system:masters`.
-pub fn write_impersonating_kubeconfig(
+pub(crate) fn write_impersonating_kubeconfig(
     plane: &PlaneInfo,
     user: &str,
     out: &Path,
@@ -95,7 +95,7 @@ fn impersonate(config: &mut Value, user: &str) {
 
 /// What starting a side needs.
 #[derive(Debug, Clone)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub mini_kcm_binary: PathBuf,
     /// The executable of the `OtherMiniKcm` side.
     pub other_mini_kcm_binary: Option<PathBuf>,
@@ -105,7 +105,7 @@ pub struct Launch {
 }
 
 /// The program and arguments of a side.
-pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<String>) {
+pub(crate) fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<String>) {
     let qps = format!("--kube-api-qps={}", launch.limits.qps);
     let burst = format!("--kube-api-burst={}", launch.limits.burst);
     let kubeconfig = format!("--kubeconfig={}", launch.kubeconfig.display());
@@ -142,7 +142,11 @@ pub fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBuf, Vec<
     }
 }
 
-pub fn start(side: Side, plane: &PlaneInfo, launch: &Launch) -> Result<ManagedProcess, BenchError> {
+pub(crate) fn start(
+    side: Side,
+    plane: &PlaneInfo,
+    launch: &Launch,
+) -> Result<ManagedProcess, BenchError> {
     let (program, args) = command(side, plane, launch);
     Ok(ManagedProcess::spawn(
         side.name(),

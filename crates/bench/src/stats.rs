@@ -10,7 +10,7 @@
 
 /// The median of `values` (the mean of the two middle values for an even count); `None` when empty or
 /// when a value is not a number.
-pub fn median(values: &[f64]) -> Option<f64> {
+pub(crate) fn median(values: &[f64]) -> Option<f64> {
     if values.is_empty() || values.iter().any(|v| v.is_nan()) {
         return None;
     }
@@ -28,7 +28,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
 
 /// `mini_kcm / upstream`: below 1 means mini-kcm needed less. `None` when upstream's value is zero or
 /// either is missing, since a ratio to nothing says nothing.
-pub fn ratio(mini_kcm: Option<f64>, upstream: Option<f64>) -> Option<f64> {
+pub(crate) fn ratio(mini_kcm: Option<f64>, upstream: Option<f64>) -> Option<f64> {
     match (mini_kcm, upstream) {
         (Some(a), Some(b)) if b > 0.0 && a.is_finite() && b.is_finite() => Some(a / b),
         _ => None,
@@ -36,7 +36,7 @@ pub fn ratio(mini_kcm: Option<f64>, upstream: Option<f64>) -> Option<f64> {
 }
 
 /// The smallest and largest of `values`; `None` when empty or when a value is not a number.
-pub fn range(values: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn range(values: &[f64]) -> Option<(f64, f64)> {
     if values.iter().any(|v| v.is_nan()) {
         return None;
     }
@@ -47,7 +47,7 @@ pub fn range(values: &[f64]) -> Option<(f64, f64)> {
 
 /// Fewer rounds per side than this give no p-value: with 4 against 4 the most extreme split already
 /// has p = 2/70 ≈ 0.03, with 3 against 3 it cannot get below 0.1.
-pub const MIN_ROUNDS_FOR_P: usize = 4;
+pub(crate) const MIN_ROUNDS_FOR_P: usize = 4;
 
 /// The two-sided p-value of the Wilcoxon rank-sum (Mann-Whitney) test of `a` against `b`: the
 /// probability that, were both drawn from one distribution, the count of pairs in which `a`'s value is
@@ -56,7 +56,7 @@ pub const MIN_ROUNDS_FOR_P: usize = 4;
 /// a pair, and the null distribution is the one without ties, so with many ties (request counts) the
 /// p-value is approximate. `None` below [`MIN_ROUNDS_FOR_P`] rounds on either side or for a value that
 /// is not a number.
-pub fn rank_sum_p(a: &[f64], b: &[f64]) -> Option<f64> {
+pub(crate) fn rank_sum_p(a: &[f64], b: &[f64]) -> Option<f64> {
     let (m, n) = (a.len(), b.len());
     if m < MIN_ROUNDS_FOR_P || n < MIN_ROUNDS_FOR_P || a.iter().chain(b).any(|v| v.is_nan()) {
         return None;

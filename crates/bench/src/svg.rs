@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 /// One line of the chart.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub(crate) struct Series {
     pub label: String,
     /// A CSS colour.
     pub color: String,
@@ -23,7 +23,7 @@ const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
 /// The chart as a standalone SVG document.
-pub fn step_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+pub(crate) fn step_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
     let points = || series.iter().flat_map(|s| s.points.iter());
     let x_max = nice_ceiling(points().map(|p| p.0).fold(0.0, f64::max));
     let y_max = nice_ceiling(points().map(|p| p.1).fold(0.0, f64::max));

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// One reading of a process.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub cpu_seconds: f64,
     pub rss_bytes: u64,
     pub peak_rss_bytes: u64,
@@ -22,7 +22,7 @@ pub struct Usage {
 }
 
 /// Reads `/proc/<pid>`; `None` once the process is gone.
-pub fn read(pid: u32) -> Option<Usage> {
+pub(crate) fn read(pid: u32) -> Option<Usage> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let ticks = cpu_ticks(&stat)?;
@@ -42,7 +42,7 @@ fn clock_ticks_per_second() -> f64 {
 
 /// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command name (field 2) is in
 /// parentheses and may itself contain spaces or parentheses, so fields are counted after the last `)`.
-pub fn cpu_ticks(stat: &str) -> Option<u64> {
+pub(crate) fn cpu_ticks(stat: &str) -> Option<u64> {
     let (_, after_name) = stat.rsplit_once(')')?;
     // After the name: field 3 (state) is the first, so utime (14) is the 12th.
     let mut fields = after_name.split_whitespace().skip(11);
@@ -52,7 +52,7 @@ pub fn cpu_ticks(stat: &str) -> Option<u64> {
 }
 
 /// A `Key:   1234 kB` line of `/proc/<pid>/status`, in KiB.
-pub fn status_kib(status: &str, key: &str) -> Option<u64> {
+pub(crate) fn status_kib(status: &str, key: &str) -> Option<u64> {
     status.lines().find_map(|line| {
         let value = line.strip_prefix(key)?.strip_prefix(':')?;
         value.split_whitespace().next()?.parse().ok()
@@ -61,13 +61,13 @@ pub fn status_kib(status: &str, key: &str) -> Option<u64> {
 
 /// Samples a process every `period` in the background until dropped.
 #[derive(Debug)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     max_rss: Arc<Mutex<u64>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Sampler {
-    pub fn start(pid: u32, period: Duration) -> Self {
+    pub(crate) fn start(pid: u32, period: Duration) -> Self {
         let max_rss = Arc::new(Mutex::new(0u64));
         let seen = max_rss.clone();
         let task = tokio::spawn(async move {
@@ -84,7 +84,7 @@ impl Sampler {
     }
 
     /// The largest RSS sampled so far.
-    pub fn max_rss_bytes(&self) -> u64 {
+    pub(crate) fn max_rss_bytes(&self) -> u64 {
         self.max_rss.lock().map(|max| *max).unwrap_or_default()
     }
 }

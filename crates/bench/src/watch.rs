@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::BenchError;
 
 /// Waits until exactly `expected` objects match `selector` (all objects if `None`) and `done` holds for all of them.
-pub async fn wait_all_done<K>(
+pub(crate) async fn wait_all_done<K>(
     api: Api<K>,
     selector: Option<String>,
     expected: usize,
@@ -69,7 +69,7 @@ where
 }
 
 /// Waits until the namespace no longer exists.
-pub async fn wait_namespace_gone(
+pub(crate) async fn wait_namespace_gone(
     client: Client,
     name: &str,
     timeout: Duration,
@@ -109,14 +109,14 @@ pub async fn wait_namespace_gone(
 
 /// Counts, over time, the Ready pods of one template revision in a namespace.
 #[derive(Debug)]
-pub struct ReadySeries {
+pub(crate) struct ReadySeries {
     points: Arc<Mutex<Vec<(Instant, u32)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ReadySeries {
     /// Starts watching and returns once the initial list is in, so nothing after it is missed.
-    pub async fn start(
+    pub(crate) async fn start(
         client: Client,
         namespace: &str,
         selector: String,
@@ -174,7 +174,7 @@ impl ReadySeries {
     }
 
     /// Stops watching; the points as (seconds since `origin`, ready pods), starting at `origin`.
-    pub fn finish(self, origin: Instant) -> Vec<(f64, f64)> {
+    pub(crate) fn finish(self, origin: Instant) -> Vec<(f64, f64)> {
         self.task.abort();
         let points = self.points.lock().map(|p| p.clone()).unwrap_or_default();
         let mut series = Vec::with_capacity(points.len() + 1);
@@ -191,7 +191,7 @@ impl ReadySeries {
 }
 
 /// Ready and not being deleted.
-pub fn is_ready(pod: &Pod) -> bool {
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && pod
             .status

@@ -14,10 +14,10 @@ use crate::specs::{SKIP, SpecSet, exact_spec_regex};
 use crate::{ConformanceError, E2eBinary};
 
 /// Ginkgo's seed: the same order of specs in every run.
-pub const SEED: u64 = 1;
+pub(crate) const SEED: u64 = 1;
 
 /// Where one run (one side) puts its reports and logs.
-pub struct RunPlan<'a> {
+pub(crate) struct RunPlan<'a> {
     pub binary: &'a E2eBinary,
     pub kubeconfig: &'a Path,
     pub sets: &'a [SpecSet],
@@ -27,7 +27,7 @@ pub struct RunPlan<'a> {
 }
 
 /// The specs of `sets` the binary would run, each with its set, in report order.
-pub async fn list(plan: &RunPlan<'_>) -> Result<Vec<(SpecSet, String)>, ConformanceError> {
+pub(crate) async fn list(plan: &RunPlan<'_>) -> Result<Vec<(SpecSet, String)>, ConformanceError> {
     let mut specs = Vec::new();
     for &set in plan.sets {
         let report = plan.out.join(format!("dry-run-{}.json", set.name()));
@@ -49,7 +49,7 @@ pub async fn list(plan: &RunPlan<'_>) -> Result<Vec<(SpecSet, String)>, Conforma
 }
 
 /// Runs every listed spec and returns one result per spec (a spec missing from the reports is `NotRun`).
-pub async fn run(
+pub(crate) async fn run(
     plan: &RunPlan<'_>,
     specs: &[(SpecSet, String)],
     progress: impl Fn(&str),

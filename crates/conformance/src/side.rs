@@ -28,7 +28,7 @@ impl Side {
 }
 
 /// A running plane of one side; [`SidePlane::stop`] stops the controllers, then the plane.
-pub struct SidePlane {
+pub(crate) struct SidePlane {
     pub plane: LocalPlane,
     manager: Option<Manager>,
 }
@@ -39,7 +39,7 @@ struct Manager {
 }
 
 impl SidePlane {
-    pub async fn start(
+    pub(crate) async fn start(
         side: Side,
         binary: &E2eBinary,
         nodes: usize,
@@ -76,11 +76,11 @@ impl SidePlane {
     }
 
     /// Whether mini-kcm's controllers stopped on their own (they should run until [`SidePlane::stop`]).
-    pub fn manager_failed(&self) -> bool {
+    pub(crate) fn manager_failed(&self) -> bool {
         self.manager.as_ref().is_some_and(|m| m.task.is_finished())
     }
 
-    pub async fn stop(self) -> Result<(), ConformanceError> {
+    pub(crate) async fn stop(self) -> Result<(), ConformanceError> {
         let mut outcome = Ok(());
         if let Some(manager) = self.manager {
             let _ = manager.stop.send(());

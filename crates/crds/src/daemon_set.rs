@@ -15,8 +15,8 @@ use crate::crd::{CrdParts, age_column, build, column, wide_template_columns};
 use crate::schema::{Rule, add_rule, at, object_schema};
 use crate::workload::{self, int_or_percent};
 
-pub const KIND: &str = "DaemonSet";
-pub const PLURAL: &str = "daemonsets";
+pub(crate) const KIND: &str = "DaemonSet";
+pub(crate) const PLURAL: &str = "daemonsets";
 pub const SHORT_NAME: &str = "mds";
 
 /// The DaemonSet copy's CustomResourceDefinition (no scale subresource, as apps/v1).
@@ -24,7 +24,7 @@ pub const SHORT_NAME: &str = "mds";
 /// Defaults are apps/v1's, except that `updateStrategy.rollingUpdate` (maxUnavailable 1, maxSurge 0) is
 /// defaulted for `OnDelete` too: a structural schema cannot default by type. apps/v1 accepts and ignores
 /// a rollingUpdate on OnDelete DaemonSets, and so does mini-kcm.
-pub fn daemon_set() -> CustomResourceDefinition {
+pub(crate) fn daemon_set() -> CustomResourceDefinition {
     let mut columns = vec![
         column(
             "Desired",

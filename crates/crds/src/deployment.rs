@@ -19,12 +19,12 @@ use crate::crd::{CrdParts, age_column, build, column, wide_template_columns};
 use crate::schema::{Rule, add_rule, at, object_schema};
 use crate::workload::{self, int_or_percent};
 
-pub const KIND: &str = "Deployment";
-pub const PLURAL: &str = "deployments";
+pub(crate) const KIND: &str = "Deployment";
+pub(crate) const PLURAL: &str = "deployments";
 pub const SHORT_NAME: &str = "mdeploy";
 
 /// apps/v1's default for both maxSurge and maxUnavailable.
-pub const DEFAULT_MAX_SURGE_AND_UNAVAILABLE: &str = "25%";
+pub(crate) const DEFAULT_MAX_SURGE_AND_UNAVAILABLE: &str = "25%";
 
 /// The Deployment copy's CustomResourceDefinition.
 ///
@@ -33,7 +33,7 @@ pub const DEFAULT_MAX_SURGE_AND_UNAVAILABLE: &str = "25%";
 /// Everything apps/v1 defaults comes out the same; a `Recreate` Deployment additionally carries an inert
 /// `rollingUpdate: {maxSurge: 25%, maxUnavailable: 25%}`, and "rollingUpdate may not be specified for
 /// Recreate" can only refuse values other than those.
-pub fn deployment() -> CustomResourceDefinition {
+pub(crate) fn deployment() -> CustomResourceDefinition {
     let mut columns = vec![
         column(
             "Desired",

@@ -15,7 +15,7 @@ use crate::{FIELD_MANAGER, all};
 
 /// How long [`install`] waits for each CRD to become Established (the API server needs well under a
 /// second; a name conflict with another CRD would make it wait forever).
-pub const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What can go wrong while installing the CRDs.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +55,7 @@ pub async fn install(client: &Client) -> Result<(), Error> {
 }
 
 /// [`install`] with another bound on the wait for each CRD.
-pub async fn install_with_timeout(client: &Client, timeout: Duration) -> Result<(), Error> {
+pub(crate) async fn install_with_timeout(client: &Client, timeout: Duration) -> Result<(), Error> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let crds = all();

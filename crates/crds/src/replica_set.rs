@@ -11,12 +11,12 @@ use crate::crd::{CrdParts, age_column, build, column, wide_template_columns};
 use crate::schema::{at, object_schema};
 use crate::workload;
 
-pub const KIND: &str = "ReplicaSet";
-pub const PLURAL: &str = "replicasets";
+pub(crate) const KIND: &str = "ReplicaSet";
+pub(crate) const PLURAL: &str = "replicasets";
 pub const SHORT_NAME: &str = "mrs";
 
 /// The ReplicaSet copy's CustomResourceDefinition.
-pub fn replica_set() -> CustomResourceDefinition {
+pub(crate) fn replica_set() -> CustomResourceDefinition {
     let mut columns = vec![
         column(
             "Desired",

@@ -32,7 +32,7 @@ fn node_name_term(node_name: &str) -> NodeSelectorTerm {
 /// Pins a pod to `node_name`: the required node affinity becomes exactly one term `matchFields metadata.name
 /// In [node_name]`, replacing whatever required terms were there (they were already satisfied by the node,
 /// which is why it was chosen). Preferred node affinity and pod (anti-)affinity are kept as they are.
-pub fn replace_daemon_set_pod_node_name_node_affinity(
+pub(crate) fn replace_daemon_set_pod_node_name_node_affinity(
     affinity: Option<Affinity>,
     node_name: &str,
 ) -> Affinity {
@@ -48,7 +48,7 @@ pub fn replace_daemon_set_pod_node_name_node_affinity(
 
 /// Why a pod's node could not be told.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetNodeError {
+pub(crate) enum TargetNodeError {
     /// Neither `spec.nodeName` nor a required node affinity.
     #[error(
         "no spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution for pod {pod}"
@@ -68,7 +68,7 @@ pub enum TargetNodeError {
 /// The node a daemon pod is for: `spec.nodeName` if scheduled, else the value of the first `matchFields
 /// metadata.name In` requirement of its required node affinity (which must have exactly one value). Pods for
 /// which this fails are ignored by the controller.
-pub fn get_target_node_name(pod: &CachedPod) -> Result<&str, TargetNodeError> {
+pub(crate) fn get_target_node_name(pod: &CachedPod) -> Result<&str, TargetNodeError> {
     let spec = pod.spec.as_ref();
     if let Some(node_name) = spec
         .and_then(|s| s.node_name.as_deref())
@@ -111,7 +111,7 @@ pub fn get_target_node_name(pod: &CachedPod) -> Result<&str, TargetNodeError> {
 /// The template of every pod the DaemonSet creates in this sync: the DaemonSet's template plus the daemon
 /// default tolerations, the label `pod-template-generation` (when the DaemonSet's generation annotation
 /// parsed) and the label `controller-revision-hash` (when `hash` is non-empty).
-pub fn create_pod_template(
+pub(crate) fn create_pod_template(
     template: &PodTemplateSpec,
     generation: Option<i64>,
     hash: &str,
@@ -133,7 +133,10 @@ pub fn create_pod_template(
 }
 
 /// The template of the pod for one node: a [`create_pod_template`] result pinned to `node_name`.
-pub fn pod_template_for_node(template: &PodTemplateSpec, node_name: &str) -> PodTemplateSpec {
+pub(crate) fn pod_template_for_node(
+    template: &PodTemplateSpec,
+    node_name: &str,
+) -> PodTemplateSpec {
     let mut template = template.clone();
     let spec = template.spec.get_or_insert_with(PodSpec::default);
     spec.affinity = Some(replace_daemon_set_pod_node_name_node_affinity(

@@ -17,15 +17,15 @@ use tokio::time::Instant;
 use crate::DaemonSetObject;
 
 /// First delay after a failed pod was deleted on a node.
-pub const FAILED_POD_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+pub(crate) const FAILED_POD_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// The delay never grows beyond this.
-pub const FAILED_POD_BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
+pub(crate) const FAILED_POD_BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
 /// How often the controller should call [`FailedPodBackoff::gc`] (upstream `BackoffGCInterval`).
-pub const BACKOFF_GC_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const BACKOFF_GC_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The backoff key of a DaemonSet on a node: `<uid>/<status.observedGeneration>/<node>`. The generation is
 /// part of it, so a template change (once observed) starts a fresh backoff.
-pub fn failed_pods_backoff_key(ds: &DaemonSetObject, node_name: &str) -> String {
+pub(crate) fn failed_pods_backoff_key(ds: &DaemonSetObject, node_name: &str) -> String {
     let uid = ds.metadata.uid.as_deref().unwrap_or_default();
     let observed_generation = ds
         .status
@@ -43,7 +43,7 @@ struct Entry {
 
 /// Per-key exponential backoff, as client-go's `Backoff` without jitter.
 #[derive(Debug, Clone)]
-pub struct FailedPodBackoff {
+pub(crate) struct FailedPodBackoff {
     initial: Duration,
     max: Duration,
     entries: HashMap<String, Entry>,
@@ -56,7 +56,7 @@ impl Default for FailedPodBackoff {
 }
 
 impl FailedPodBackoff {
-    pub fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Self {
         Self {
             initial,
             max,
@@ -70,13 +70,13 @@ impl FailedPodBackoff {
     }
 
     /// The current delay of `key` (zero if none).
-    pub fn get(&self, key: &str) -> Duration {
+    pub(crate) fn get(&self, key: &str) -> Duration {
         self.entries.get(key).map_or(Duration::ZERO, |e| e.delay)
     }
 
     /// Records a deletion at `now`: a new (or stale) key starts at the initial delay, otherwise the delay
     /// doubles, capped at the maximum.
-    pub fn next(&mut self, key: &str, now: Instant) {
+    pub(crate) fn next(&mut self, key: &str, now: Instant) {
         let delay = match self.entries.get(key) {
             Some(entry) if !self.expired(entry, now) => (entry.delay * 2).min(self.max),
             _ => self.initial,
@@ -92,31 +92,34 @@ impl FailedPodBackoff {
 
     /// Whether less than the current delay has passed since the last [`FailedPodBackoff::next`] of `key`
     /// (upstream `IsInBackOffSinceUpdate`).
-    pub fn is_in_backoff_since_update(&self, key: &str, now: Instant) -> bool {
+    pub(crate) fn is_in_backoff_since_update(&self, key: &str, now: Instant) -> bool {
         self.entries.get(key).is_some_and(|entry| {
             !self.expired(entry, now)
                 && now.saturating_duration_since(entry.last_update) < entry.delay
         })
     }
 
+    #[cfg(test)]
     /// Forgets `key`.
-    pub fn reset(&mut self, key: &str) {
+    pub(crate) fn reset(&mut self, key: &str) {
         self.entries.remove(key);
     }
 
     /// Forgets every stale entry (idle for more than twice the maximum).
-    pub fn gc(&mut self, now: Instant) {
+    pub(crate) fn gc(&mut self, now: Instant) {
         let max = self.max;
         self.entries
             .retain(|_, e| now.saturating_duration_since(e.last_update) <= max * 2);
     }
 
+    #[cfg(test)]
     /// Number of keys tracked.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }

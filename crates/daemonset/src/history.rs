@@ -33,7 +33,7 @@ use crate::{DaemonSetObject, REVISION_HASH_LABEL};
 const HASH_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// API default of `spec.revisionHistoryLimit`.
-pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+pub(crate) const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 
 /// Why revision data could not be produced.
 #[derive(Debug, thiserror::Error)]
@@ -61,14 +61,14 @@ fn canonical_data(revision: &ControllerRevision) -> Option<Vec<u8>> {
 }
 
 /// Upstream `Match`: whether `revision` records the template whose [`revision_data`] is `data`.
-pub fn revision_matches(data: &[u8], revision: &ControllerRevision) -> bool {
+pub(crate) fn revision_matches(data: &[u8], revision: &ControllerRevision) -> bool {
     canonical_data(revision).is_some_and(|d| d == data)
 }
 
 /// The hash naming a new revision with this data: 32 bits of SHA-256 over the data (and, when set, the
 /// collision count as upstream feeds it: 4 bytes little-endian then 4 zero bytes), in decimal, each digit
 /// mapped into [`HASH_ALPHABET`] as upstream's `SafeEncodeString` maps it.
-pub fn revision_hash(data: &[u8], collision_count: Option<i32>) -> String {
+pub(crate) fn revision_hash(data: &[u8], collision_count: Option<i32>) -> String {
     let mut hasher = Sha256::new();
     hasher.update(data);
     if let Some(count) = collision_count {
@@ -86,14 +86,14 @@ pub fn revision_hash(data: &[u8], collision_count: Option<i32>) -> String {
 }
 
 /// `<daemonset>-<hash>`.
-pub fn revision_name(ds_name: &str, hash: &str) -> String {
+pub(crate) fn revision_name(ds_name: &str, hash: &str) -> String {
     format!("{ds_name}-{hash}")
 }
 
 /// Upstream `snapshot`'s object: named `<ds>-<hash>`, labelled with the template labels plus the hash
 /// label, annotated with the DaemonSet's annotations, controlled by `owner`, numbered `revision`. The hash
 /// is [`revision_hash`] of `data` with the DaemonSet's `status.collisionCount`.
-pub fn build_revision(
+pub(crate) fn build_revision(
     ds: &DaemonSetObject,
     data: &[u8],
     revision: i64,
@@ -129,7 +129,7 @@ pub fn build_revision(
 /// The JSON body that creates `revision` with its data bytes exactly as given. Serializing the object
 /// normally would re-escape the data (serde_json leaves `<`, `>`, `&` unescaped), and the API server stores
 /// the data bytes as received; upstream compares against those bytes.
-pub fn revision_create_body(
+pub(crate) fn revision_create_body(
     revision: &ControllerRevision,
     data: &[u8],
 ) -> Result<Vec<u8>, HistoryError> {
@@ -164,9 +164,10 @@ fn hash_label(meta: &ObjectMeta) -> &str {
         .map_or("", String::as_str)
 }
 
+#[cfg(test)]
 /// A copy of `revision` with the hash label set to its name, if it lacks the label (upstream labels such
 /// revisions by name rather than by a recomputed hash, so collisions cannot matter).
-pub fn with_hash_label(revision: &ControllerRevision) -> Option<ControllerRevision> {
+pub(crate) fn with_hash_label(revision: &ControllerRevision) -> Option<ControllerRevision> {
     if revision
         .metadata
         .labels
@@ -185,15 +186,17 @@ pub fn with_hash_label(revision: &ControllerRevision) -> Option<ControllerRevisi
     Some(labelled)
 }
 
+#[cfg(test)]
 /// The DaemonSet's revisions split into those matching the current template and the rest.
 #[derive(Debug, Clone, Default)]
-pub struct PartitionedHistories<'a> {
+pub(crate) struct PartitionedHistories<'a> {
     pub current: Vec<&'a ControllerRevision>,
     pub old: Vec<&'a ControllerRevision>,
 }
 
+#[cfg(test)]
 /// Splits `histories` by [`revision_matches`] against `data`.
-pub fn find_matching_history<'a>(
+pub(crate) fn find_matching_history<'a>(
     data: &[u8],
     histories: impl IntoIterator<Item = &'a ControllerRevision>,
 ) -> PartitionedHistories<'a> {
@@ -209,13 +212,13 @@ pub fn find_matching_history<'a>(
 }
 
 /// The highest revision number (0 for none). The current revision must be numbered one above the old ones.
-pub fn max_revision<'a>(histories: impl IntoIterator<Item = &'a ControllerRevision>) -> i64 {
+pub(crate) fn max_revision<'a>(histories: impl IntoIterator<Item = &'a ControllerRevision>) -> i64 {
     histories.into_iter().map(|h| h.revision).fold(0, i64::max)
 }
 
 /// Which of several revisions matching the current template to keep.
 #[derive(Debug, Clone)]
-pub struct DedupPlan<'a> {
+pub(crate) struct DedupPlan<'a> {
     /// The one with the highest revision number (the last one seen among equals).
     pub keep: &'a ControllerRevision,
     /// The others, to delete once pods carrying their hash are relabelled to `keep`'s.
@@ -224,12 +227,12 @@ pub struct DedupPlan<'a> {
 
 impl DedupPlan<'_> {
     /// The hash label pods should carry.
-    pub fn keep_hash(&self) -> &str {
+    pub(crate) fn keep_hash(&self) -> &str {
         hash_label(&self.keep.metadata)
     }
 
     /// Names of pods whose hash label differs from the kept revision's (upstream relabels them all).
-    pub fn pods_to_relabel<'p>(
+    pub(crate) fn pods_to_relabel<'p>(
         &self,
         pods: impl IntoIterator<Item = &'p CachedPod>,
     ) -> Vec<String> {
@@ -242,7 +245,7 @@ impl DedupPlan<'_> {
 }
 
 /// Upstream `dedupCurHistories`: `None` for no revisions; with one, keep it and delete nothing.
-pub fn dedup_histories<'a>(current: &[&'a ControllerRevision]) -> Option<DedupPlan<'a>> {
+pub(crate) fn dedup_histories<'a>(current: &[&'a ControllerRevision]) -> Option<DedupPlan<'a>> {
     let mut keep: Option<&'a ControllerRevision> = None;
     for &history in current {
         // `>=`: among equal numbers the last one seen wins, as upstream.
@@ -260,13 +263,13 @@ pub fn dedup_histories<'a>(current: &[&'a ControllerRevision]) -> Option<DedupPl
 }
 
 /// The JSON merge patch relabelling a pod to `hash`.
-pub fn relabel_pod_patch(hash: &str) -> Value {
+pub(crate) fn relabel_pod_patch(hash: &str) -> Value {
     json!({ "metadata": { "labels": { REVISION_HASH_LABEL: hash } } })
 }
 
 /// The hashes of the DaemonSet's pods (including deleted terminal ones): revisions with these hashes are
 /// still in use and are never cleaned up.
-pub fn live_hashes<'p>(pods: impl IntoIterator<Item = &'p CachedPod>) -> HashSet<String> {
+pub(crate) fn live_hashes<'p>(pods: impl IntoIterator<Item = &'p CachedPod>) -> HashSet<String> {
     pods.into_iter()
         .map(|p| hash_label(&p.metadata))
         .filter(|h| !h.is_empty())
@@ -275,7 +278,7 @@ pub fn live_hashes<'p>(pods: impl IntoIterator<Item = &'p CachedPod>) -> HashSet
 }
 
 /// `spec.revisionHistoryLimit`, or its API default 10 when absent (upstream would dereference nil).
-pub fn revision_history_limit(ds: &DaemonSetObject) -> i32 {
+pub(crate) fn revision_history_limit(ds: &DaemonSetObject) -> i32 {
     ds.spec
         .revision_history_limit
         .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
@@ -283,7 +286,7 @@ pub fn revision_history_limit(ds: &DaemonSetObject) -> i32 {
 
 /// Upstream `cleanupHistory`: of the old revisions beyond `limit`, the ones to delete, lowest revision
 /// numbers first, skipping any whose hash a pod still carries (so fewer may be deleted than asked).
-pub fn revisions_to_clean_up<'a>(
+pub(crate) fn revisions_to_clean_up<'a>(
     old: &[&'a ControllerRevision],
     live_hashes: &HashSet<String>,
     limit: i32,

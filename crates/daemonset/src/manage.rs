@@ -51,7 +51,7 @@ fn name(pod: &CachedPod) -> &str {
 
 /// Oldest first: scheduled before unscheduled, then earlier creation (a missing timestamp is Go's zero time,
 /// the oldest), then name. Upstream `podByCreationTimestampAndPhase`; status also counts the oldest pod.
-pub fn cmp_oldest_first(a: &CachedPod, b: &CachedPod) -> Ordering {
+pub(crate) fn cmp_oldest_first(a: &CachedPod, b: &CachedPod) -> Ordering {
     let created = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
     is_scheduled(b)
         .cmp(&is_scheduled(a))
@@ -62,7 +62,7 @@ pub fn cmp_oldest_first(a: &CachedPod, b: &CachedPod) -> Ordering {
 /// Claimed daemon pods grouped by the node they are for ([`get_target_node_name`]); pods whose node
 /// cannot be told are skipped. Terminal pods that are being deleted are dropped unless
 /// `include_deleted_terminal` (history cleanup still wants their hashes).
-pub fn group_pods_by_node<'a>(
+pub(crate) fn group_pods_by_node<'a>(
     pods: impl IntoIterator<Item = &'a CachedPod>,
     include_deleted_terminal: bool,
 ) -> BTreeMap<String, Vec<&'a CachedPod>> {
@@ -83,7 +83,7 @@ pub fn group_pods_by_node<'a>(
 }
 
 /// Unscheduled pods targeting nodes that no longer exist: nothing else (not even pod GC) would delete them.
-pub fn unscheduled_pods_without_node<N: Borrow<Node>>(
+pub(crate) fn unscheduled_pods_without_node<N: Borrow<Node>>(
     nodes: &[N],
     node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,
 ) -> Vec<String> {
@@ -102,7 +102,7 @@ pub fn unscheduled_pods_without_node<N: Borrow<Node>>(
 
 /// An event the controller should record on the DaemonSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DaemonPodEvent {
+pub(crate) struct DaemonPodEvent {
     /// `Warning` or `Normal`.
     pub event_type: &'static str,
     pub reason: &'static str,
@@ -113,7 +113,7 @@ pub struct DaemonPodEvent {
 
 /// What `manage` does on one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodePlan {
+pub(crate) struct NodePlan {
     /// Create a daemon pod on the node.
     pub create: bool,
     pub pods_to_delete: Vec<String>,
@@ -124,7 +124,7 @@ pub struct NodePlan {
 
 /// What a manage pass compares against.
 #[derive(Debug, Clone, Copy)]
-pub struct ManageContext<'a> {
+pub(crate) struct ManageContext<'a> {
     pub ds: &'a DaemonSetObject,
     /// The current revision's hash.
     pub hash: &'a str,
@@ -137,7 +137,7 @@ pub struct ManageContext<'a> {
 }
 
 impl<'a> ManageContext<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ds: &'a DaemonSetObject,
         hash: &'a str,
         now: Timestamp,
@@ -157,7 +157,7 @@ impl<'a> ManageContext<'a> {
 /// Advancing the backoff of a node whose failed pod is deleted is part of the decision, hence `backoff`.
 ///
 /// upstream: podsShouldBeOnNode
-pub fn plan_node(
+pub(crate) fn plan_node(
     ctx: &ManageContext<'_>,
     decision: NodeDecision,
     node_name: &str,
@@ -276,7 +276,7 @@ pub fn plan_node(
 
 /// The whole manage pass: per-node plans in node-list order, then unscheduled pods of vanished nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ManagePlan {
+pub(crate) struct ManagePlan {
     pub nodes_needing_pods: Vec<String>,
     pub pods_to_delete: Vec<String>,
     pub events: Vec<DaemonPodEvent>,
@@ -287,7 +287,7 @@ pub struct ManagePlan {
 /// Upstream `manage` minus `syncNodes`: `node_to_pods` are the claimed pods by target node without deleted
 /// terminal pods ([`group_pods_by_node`] with `false`). `nodes` may be owned nodes or the informer's shared
 /// ones (`Arc<Node>`), so a sync never copies the node list.
-pub fn plan_manage<N: Borrow<Node>>(
+pub(crate) fn plan_manage<N: Borrow<Node>>(
     ctx: &ManageContext<'_>,
     placement: &DaemonPlacement,
     nodes: &[N],
@@ -322,7 +322,7 @@ pub fn plan_manage<N: Borrow<Node>>(
 /// The node → pod map of one sync, for the decision log: every node, whether the DaemonSet wants a pod
 /// there, its daemon pods there, and why it is not wanted (or why the pod is missing). Derived from the
 /// same snapshot as [`plan_manage`]; nothing keeps it between syncs.
-pub fn node_map<N: Borrow<Node>>(
+pub(crate) fn node_map<N: Borrow<Node>>(
     placement: &DaemonPlacement,
     nodes: &[N],
     node_to_pods: &BTreeMap<String, Vec<&CachedPod>>,

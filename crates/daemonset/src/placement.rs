@@ -24,19 +24,19 @@ use mini_kcm_runtime::selector::Selector;
 use crate::DaemonSetObject;
 
 /// Taint put on nodes whose Ready condition is False.
-pub const TAINT_NODE_NOT_READY: &str = "node.kubernetes.io/not-ready";
+pub(crate) const TAINT_NODE_NOT_READY: &str = "node.kubernetes.io/not-ready";
 /// Taint put on nodes whose Ready condition is Unknown.
-pub const TAINT_NODE_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+pub(crate) const TAINT_NODE_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 /// Taint put on nodes under disk pressure.
-pub const TAINT_NODE_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
+pub(crate) const TAINT_NODE_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
 /// Taint put on nodes under memory pressure.
-pub const TAINT_NODE_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
+pub(crate) const TAINT_NODE_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
 /// Taint put on nodes under PID pressure.
-pub const TAINT_NODE_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
+pub(crate) const TAINT_NODE_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
 /// Taint put on cordoned nodes.
-pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+pub(crate) const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 /// Taint put on nodes whose network is not configured.
-pub const TAINT_NODE_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
+pub(crate) const TAINT_NODE_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
 
 const NO_SCHEDULE: &str = "NoSchedule";
 const NO_EXECUTE: &str = "NoExecute";
@@ -45,7 +45,7 @@ const OBJECT_NAME_FIELD: &str = "metadata.name";
 
 /// The verdict for one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NodeDecision {
+pub(crate) struct NodeDecision {
     /// A daemon pod should be created on the node if it has none.
     pub should_run: bool,
     /// A daemon pod already on the node may stay.
@@ -63,16 +63,47 @@ impl NodeDecision {
     };
 }
 
+/// The first placement check a node fails, with what it found.
+#[derive(Debug, Clone, Copy)]
+enum NotPlaced<'a> {
+    /// The template's `spec.nodeName` names another node.
+    OtherNodeName(&'a str),
+    /// `spec.nodeSelector` or the required node affinity does not match the node's labels.
+    Affinity,
+    /// A NoSchedule or NoExecute taint no toleration tolerates; `evicts` when an untolerated NoExecute
+    /// taint (this one or another) would evict a pod already there.
+    Untolerated { taint: &'a Taint, evicts: bool },
+}
+
+impl std::fmt::Display for NotPlaced<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPlaced::OtherNodeName(wanted) => write!(f, "the template's nodeName is {wanted}"),
+            NotPlaced::Affinity => f.write_str(
+                "nodeSelector or required node affinity does not match the node's labels",
+            ),
+            NotPlaced::Untolerated { taint, .. } => {
+                write!(f, "node does not tolerate taint {}", taint.key)?;
+                if let Some(value) = &taint.value {
+                    write!(f, "={value}")?;
+                }
+                write!(f, ":{}", taint.effect)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 /// Upstream `NodeShouldRunDaemonPod` for a single question: `(should_run, should_continue_running)`.
 /// Parses the template each time; a sync judging many nodes should build one [`DaemonPlacement`].
-pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSetObject) -> (bool, bool) {
+pub(crate) fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSetObject) -> (bool, bool) {
     let decision = DaemonPlacement::new(ds).evaluate(node);
     (decision.should_run, decision.should_continue_running)
 }
 
 /// A DaemonSet template's placement rules, parsed once and then evaluated per node.
 #[derive(Debug, Clone)]
-pub struct DaemonPlacement {
+pub(crate) struct DaemonPlacement {
     /// The template's `spec.nodeName`, when set: only that node qualifies.
     node_name: Option<String>,
     /// `spec.nodeSelector` as an equality selector; `None` when empty (no constraint).
@@ -89,12 +120,12 @@ pub struct DaemonPlacement {
 
 impl DaemonPlacement {
     /// Parses `ds`'s pod template with default feature gates.
-    pub fn new(ds: &DaemonSetObject) -> Self {
+    pub(crate) fn new(ds: &DaemonSetObject) -> Self {
         Self::from_template(&ds.spec.template)
     }
 
     /// Parses a pod template with default feature gates.
-    pub fn from_template(template: &PodTemplateSpec) -> Self {
+    pub(crate) fn from_template(template: &PodTemplateSpec) -> Self {
         let empty = PodSpec::default();
         let spec = template.spec.as_ref().unwrap_or(&empty);
         let node_name = spec.node_name.clone().filter(|n| !n.is_empty());
@@ -123,57 +154,43 @@ impl DaemonPlacement {
         }
     }
 
+    #[cfg(test)]
     /// Sets the `TaintTolerationComparisonOperators` feature gate (default off, as in v1.36).
     #[must_use]
-    pub fn with_comparison_operators(mut self, enabled: bool) -> Self {
+    pub(crate) fn with_comparison_operators(mut self, enabled: bool) -> Self {
         self.comparison_operators = enabled;
         self
-    }
-
-    /// The tolerations a daemon pod made from this template carries (template ones plus the defaults).
-    pub fn tolerations(&self) -> &[Toleration] {
-        &self.tolerations
     }
 
     /// Judges one node.
     ///
     /// upstream: NodeShouldRunDaemonPod
-    pub fn evaluate(&self, node: &Node) -> NodeDecision {
-        let node_name = node.metadata.name.as_deref().unwrap_or_default();
-        if self.node_name.as_deref().is_some_and(|n| n != node_name) {
-            return NodeDecision::NO;
-        }
-        if !self.matches_required_affinity(node) {
-            return NodeDecision::NO;
-        }
-        let taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or_default();
-        let blocking = |t: &Taint| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE;
-        if self.find_untolerated(taints, blocking).is_none() {
-            return NodeDecision::YES;
-        }
-        // Cannot be placed; an existing pod stays unless a NoExecute taint would evict it anyway.
-        let evicting = |t: &Taint| t.effect == NO_EXECUTE;
-        NodeDecision {
-            should_run: false,
-            should_continue_running: self.find_untolerated(taints, evicting).is_none(),
+    pub(crate) fn evaluate(&self, node: &Node) -> NodeDecision {
+        match self.check(node) {
+            Ok(()) => NodeDecision::YES,
+            // Cannot be placed; an existing pod stays unless a NoExecute taint would evict it anyway.
+            Err(NotPlaced::Untolerated { evicts, .. }) => NodeDecision {
+                should_run: false,
+                should_continue_running: !evicts,
+            },
+            Err(_) => NodeDecision::NO,
         }
     }
 
-    /// Why the DaemonSet's pod does not belong on `node` (`None` when it does): the same checks as
-    /// [`DaemonPlacement::evaluate`], named, for the decision log's node map.
-    pub fn why_not(&self, node: &Node) -> Option<String> {
+    /// Why the DaemonSet's pod does not belong on `node` (`None` when it does), for the decision log's
+    /// node map: the check of [`DaemonPlacement::evaluate`] that failed, named.
+    pub(crate) fn why_not(&self, node: &Node) -> Option<String> {
+        self.check(node).err().map(|not| not.to_string())
+    }
+
+    /// The checks of [`DaemonPlacement::evaluate`], in upstream's order: the first that fails.
+    fn check<'a>(&'a self, node: &'a Node) -> Result<(), NotPlaced<'a>> {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         if let Some(wanted) = self.node_name.as_deref().filter(|n| *n != node_name) {
-            return Some(format!("the template's nodeName is {wanted}"));
+            return Err(NotPlaced::OtherNodeName(wanted));
         }
         if !self.matches_required_affinity(node) {
-            return Some(
-                "nodeSelector or required node affinity does not match the node's labels".into(),
-            );
+            return Err(NotPlaced::Affinity);
         }
         let taints = node
             .spec
@@ -181,13 +198,13 @@ impl DaemonPlacement {
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
         let blocking = |t: &Taint| t.effect == NO_SCHEDULE || t.effect == NO_EXECUTE;
-        self.find_untolerated(taints, blocking).map(|t| {
-            let value = t
-                .value
-                .as_deref()
-                .map(|v| format!("={v}"))
-                .unwrap_or_default();
-            format!("node does not tolerate taint {}{value}:{}", t.key, t.effect)
+        let Some(taint) = self.find_untolerated(taints, blocking) else {
+            return Ok(());
+        };
+        let evicting = |t: &Taint| t.effect == NO_EXECUTE;
+        Err(NotPlaced::Untolerated {
+            taint,
+            evicts: self.find_untolerated(taints, evicting).is_some(),
         })
     }
 
@@ -413,7 +430,7 @@ fn parse_field_requirements(
 /// Upstream `Toleration.ToleratesTaint`: effect (empty = any), key (empty = any, needs `Exists`), then the
 /// operator: empty/`Equal` compares values, `Exists` matches any value, `Gt`/`Lt` compare canonical decimal
 /// integers (taint value vs toleration value) and only when the comparison-operators gate is on.
-pub fn toleration_tolerates_taint(
+pub(crate) fn toleration_tolerates_taint(
     toleration: &Toleration,
     taint: &Taint,
     comparison_operators: bool,
@@ -488,7 +505,7 @@ fn default_daemon_tolerations(host_network: bool) -> Vec<Toleration> {
 /// Adds the daemon default tolerations to a pod spec. A template toleration with the same key, operator,
 /// value and effect is replaced in place (dropping e.g. its `tolerationSeconds`, so the pod is never
 /// evicted for these taints); otherwise the default is appended.
-pub fn add_or_update_daemon_pod_tolerations(spec: &mut PodSpec) {
+pub(crate) fn add_or_update_daemon_pod_tolerations(spec: &mut PodSpec) {
     let host_network = spec.host_network == Some(true);
     let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
     for default in default_daemon_tolerations(host_network) {
@@ -1182,5 +1199,30 @@ pub(crate) mod tests {
             Some("node does not tolerate taint x=y:NoSchedule")
         );
         assert!(!placement.evaluate(&tainted_node).should_run);
+
+        // Each check names what it found, and the verdict agrees with it.
+        let evicting = tainted(new_node("n3", None), vec![taint("gone", None, "NoExecute")]);
+        assert_eq!(
+            placement.why_not(&evicting).as_deref(),
+            Some("node does not tolerate taint gone:NoExecute")
+        );
+        assert!(!placement.evaluate(&evicting).should_continue_running);
+        let mut pinned = new_ds("pinned");
+        pinned.spec.template.spec.as_mut().unwrap().node_name = Some("n9".into());
+        let pinned = DaemonPlacement::new(&pinned);
+        assert_eq!(
+            pinned.why_not(&new_node("n1", None)).as_deref(),
+            Some("the template's nodeName is n9")
+        );
+        assert_eq!(pinned.evaluate(&new_node("n1", None)), NodeDecision::NO);
+        let mut selective = new_ds("selective");
+        selective.spec.template.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([("disk".to_string(), "ssd".to_string())]));
+        let selective = DaemonPlacement::new(&selective);
+        assert_eq!(
+            selective.why_not(&new_node("n1", None)).as_deref(),
+            Some("nodeSelector or required node affinity does not match the node's labels")
+        );
+        assert_eq!(selective.evaluate(&new_node("n1", None)), NodeDecision::NO);
     }
 }

@@ -25,7 +25,7 @@ use crate::update::{is_pod_updated, template_generation_or_none};
 
 /// The seven counts of a DaemonSet status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StatusCounts {
+pub(crate) struct StatusCounts {
     pub desired_number_scheduled: i32,
     pub current_number_scheduled: i32,
     pub number_misscheduled: i32,
@@ -37,7 +37,7 @@ pub struct StatusCounts {
 
 /// The counts and when to look again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatusReport {
+pub(crate) struct StatusReport {
     pub counts: StatusCounts,
     /// Upstream's requeue: `minReadySeconds` later, when it is set and some counted pods are Ready but not
     /// yet available (a last line of defence against clock skew).
@@ -52,7 +52,7 @@ pub struct StatusReport {
 
 /// Counts the status over `nodes`, with `node_to_pods` the claimed pods by target node without deleted
 /// terminal pods, `hash` the current revision's hash and `now` the wall clock for `minReadySeconds`.
-pub fn calculate_status<N: Borrow<Node>>(
+pub(crate) fn calculate_status<N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
     nodes: &[N],
@@ -112,7 +112,7 @@ pub fn calculate_status<N: Borrow<Node>>(
 /// The status to write, or `None` when the stored one already has these counts and an observedGeneration
 /// at least the DaemonSet's generation. The existing status (conditions, collisionCount) is carried over;
 /// `observedGeneration` becomes the DaemonSet's generation only with `update_observed_generation`.
-pub fn status_to_store(
+pub(crate) fn status_to_store(
     ds: &DaemonSetObject,
     counts: &StatusCounts,
     update_observed_generation: bool,

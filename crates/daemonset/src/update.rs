@@ -35,7 +35,7 @@ const ROLLING_UPDATE: &str = "RollingUpdate";
 
 /// Why a rolling update could not be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UpdateError {
+pub(crate) enum UpdateError {
     #[error("invalid value for MaxUnavailable: {0}")]
     InvalidMaxUnavailable(#[source] IntOrPercentError),
     #[error("invalid value for MaxSurge: {0}")]
@@ -47,7 +47,7 @@ pub enum UpdateError {
 
 /// The DaemonSet's template generation from its `deprecated.daemonset.template.generation` annotation:
 /// `Ok(None)` without the annotation, an error if it does not parse. Callers treat an error as `None`.
-pub fn template_generation(ds: &DaemonSetObject) -> Result<Option<i64>, ParseIntError> {
+pub(crate) fn template_generation(ds: &DaemonSetObject) -> Result<Option<i64>, ParseIntError> {
     ds.metadata
         .annotations
         .as_ref()
@@ -61,7 +61,7 @@ pub fn template_generation(ds: &DaemonSetObject) -> Result<Option<i64>, ParseInt
 /// on a CRD, so a copy carrying one (copied from an apps/v1 object) would keep counting its old pods as
 /// updated by their `pod-template-generation` label and never roll out. Copies tell pods apart by the
 /// revision hash alone (a deliberate difference: upstream has no copies).
-pub fn without_unmaintained_template_generation(
+pub(crate) fn without_unmaintained_template_generation(
     ds: Arc<DaemonSetObject>,
     family: ApiFamily,
 ) -> Arc<DaemonSetObject> {
@@ -95,7 +95,7 @@ fn pod_label<'p>(pod: &'p CachedPod, key: &str) -> &'p str {
 
 /// A pod is up to date if its `controller-revision-hash` label is the current (non-empty) hash, or — for
 /// pods made before revisions — its `pod-template-generation` label is the DaemonSet's template generation.
-pub fn is_pod_updated(pod: &CachedPod, hash: &str, generation: Option<i64>) -> bool {
+pub(crate) fn is_pod_updated(pod: &CachedPod, hash: &str, generation: Option<i64>) -> bool {
     let generation_matches =
         generation.is_some_and(|g| pod_label(pod, TEMPLATE_GENERATION_LABEL) == g.to_string());
     let hash_matches = !hash.is_empty() && pod_label(pod, REVISION_HASH_LABEL) == hash;
@@ -113,7 +113,10 @@ fn rolling_update(
 }
 
 /// How many extra pods may be surged out of `number_to_schedule` (0 unless RollingUpdate with maxSurge).
-pub fn surge_count(ds: &DaemonSetObject, number_to_schedule: i32) -> Result<i32, UpdateError> {
+pub(crate) fn surge_count(
+    ds: &DaemonSetObject,
+    number_to_schedule: i32,
+) -> Result<i32, UpdateError> {
     match rolling_update(ds).and_then(|r| r.max_surge.as_ref()) {
         None => Ok(0),
         Some(v) => scaled_value(Some(v), number_to_schedule, Rounding::Up)
@@ -123,7 +126,7 @@ pub fn surge_count(ds: &DaemonSetObject, number_to_schedule: i32) -> Result<i32,
 
 /// How many pods may be unavailable out of `number_to_schedule` (0 unless RollingUpdate; a RollingUpdate
 /// without maxUnavailable is an error, the API server defaults it).
-pub fn unavailable_count(
+pub(crate) fn unavailable_count(
     ds: &DaemonSetObject,
     number_to_schedule: i32,
 ) -> Result<i32, UpdateError> {
@@ -135,13 +138,13 @@ pub fn unavailable_count(
 }
 
 /// Whether the DaemonSet may run two pods on a node during an update (upstream `AllowsSurge`).
-pub fn allows_surge(ds: &DaemonSetObject) -> bool {
+pub(crate) fn allows_surge(ds: &DaemonSetObject) -> bool {
     surge_count(ds, 1).is_ok_and(|n| n > 0)
 }
 
 /// The limits of one rolling-update step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpdateLimits {
+pub(crate) struct UpdateLimits {
     pub max_surge: i32,
     pub max_unavailable: i32,
     pub desired_number_scheduled: i32,
@@ -149,7 +152,7 @@ pub struct UpdateLimits {
 
 /// Upstream `updatedDesiredNodeCounts` given the number of nodes that should run the pod: both limits
 /// scaled (rounded up) against it, and `maxUnavailable = 1` if both are 0 on a non-empty DaemonSet.
-pub fn get_unavailable_numbers(
+pub(crate) fn get_unavailable_numbers(
     ds: &DaemonSetObject,
     desired_number_scheduled: i32,
 ) -> Result<UpdateLimits, UpdateError> {
@@ -171,7 +174,7 @@ pub fn get_unavailable_numbers(
 
 /// What the update step compares pods against.
 #[derive(Debug, Clone, Copy)]
-pub struct UpdateContext<'a> {
+pub(crate) struct UpdateContext<'a> {
     /// The current revision's hash.
     pub hash: &'a str,
     /// The DaemonSet's template generation, if its annotation parsed.
@@ -182,7 +185,7 @@ pub struct UpdateContext<'a> {
 }
 
 impl<'a> UpdateContext<'a> {
-    pub fn new(ds: &DaemonSetObject, hash: &'a str, now: Timestamp) -> Self {
+    pub(crate) fn new(ds: &DaemonSetObject, hash: &'a str, now: Timestamp) -> Self {
         Self {
             hash,
             generation: template_generation_or_none(ds),
@@ -198,7 +201,7 @@ impl<'a> UpdateContext<'a> {
 
 /// The daemon pods targeting one node.
 #[derive(Debug, Clone)]
-pub struct NodePods<'a> {
+pub(crate) struct NodePods<'a> {
     pub node_name: &'a str,
     pub pods: Vec<&'a CachedPod>,
     /// Whether the node should run the pod; `None` if the node is not in the node list (its pods are
@@ -236,7 +239,7 @@ fn pod_name(pod: &CachedPod) -> String {
 
 /// Old pods to delete and nodes that get a new pod in this step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RollingUpdatePlan {
+pub(crate) struct RollingUpdatePlan {
     pub pods_to_delete: Vec<String>,
     pub nodes_needing_pods: Vec<String>,
 }
@@ -244,7 +247,7 @@ pub struct RollingUpdatePlan {
 /// The maxSurge = 0 step: which old pods to delete so that at most `max_unavailable` pods are unavailable.
 /// Nodes without a pod, with both an old and a new pod, or with excess pods count as unavailable (manage
 /// will fix them); pods being deleted do not count, so an update progresses while nodes are down.
-pub fn plan_max_unavailable(
+pub(crate) fn plan_max_unavailable(
     nodes: &[NodePods<'_>],
     ctx: &UpdateContext<'_>,
     max_unavailable: i32,
@@ -301,7 +304,7 @@ pub fn plan_max_unavailable(
 /// their node's new pod is available (or because they are unavailable on a node that should no longer run
 /// them). Old pods on nodes that should no longer run the DaemonSet are only deleted while more pods are
 /// available than desired, so a change of node constraints never leaves the application without pods.
-pub fn plan_surge(
+pub(crate) fn plan_surge(
     nodes: &[NodePods<'_>],
     ctx: &UpdateContext<'_>,
     max_surge: i32,
@@ -384,7 +387,7 @@ pub fn plan_surge(
 /// Nodes are visited in name order.
 ///
 /// upstream: rollingUpdate
-pub fn plan_rolling_update<'a, N: Borrow<Node>>(
+pub(crate) fn plan_rolling_update<'a, N: Borrow<Node>>(
     ds: &DaemonSetObject,
     placement: &DaemonPlacement,
     nodes: &'a [N],

@@ -10,7 +10,8 @@
 //! MINI_KCM_REVISION_FIXTURES=/tmp/revision-fixtures cargo test -p mini-kcm-daemonset --test revision_data_crosscheck
 //! ```
 
-use mini_kcm_daemonset::{DaemonSetObject, revision_data};
+use mini_kcm_daemonset::revision_data;
+use mini_kcm_runtime::kinds::DaemonSetObject;
 
 /// Generates 500 random DaemonSets and upstream's revision data for them, with the Go program.
 fn generate_fixtures() -> String {

@@ -21,19 +21,19 @@ use crate::{DeploymentObject, ReplicaSetObject};
 /// The rollout sequence number of a ReplicaSet (and, copied, of its Deployment).
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// Earlier revision numbers a ReplicaSet served under, comma separated.
-pub const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
+pub(crate) const REVISION_HISTORY_ANNOTATION: &str = "deployment.kubernetes.io/revision-history";
 /// The Deployment's `spec.replicas` when the ReplicaSet was last sized.
-pub const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
+pub(crate) const DESIRED_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/desired-replicas";
 /// The Deployment's `spec.replicas + maxSurge` when the ReplicaSet was last sized.
-pub const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
+pub(crate) const MAX_REPLICAS_ANNOTATION: &str = "deployment.kubernetes.io/max-replicas";
 /// The apps/v1 round-trip of the removed `spec.rollbackTo`: the revision to roll back to (0 = previous).
-pub const ROLLBACK_TO_ANNOTATION: &str = "deprecated.deployment.rollback.to";
+pub(crate) const ROLLBACK_TO_ANNOTATION: &str = "deprecated.deployment.rollback.to";
 /// `kubectl apply`'s record of the applied object; never copied onto ReplicaSets.
 pub const LAST_APPLIED_CONFIG_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The label (on ReplicaSets, their selectors and pods) that separates the templates of a Deployment.
 pub const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 /// Upstream's bound on `revision-history` (about 100 entries).
-pub const MAX_REV_HISTORY_LENGTH_IN_CHARS: usize = 2000;
+pub(crate) const MAX_REV_HISTORY_LENGTH_IN_CHARS: usize = 2000;
 
 /// Annotations that belong to the controller (or to `kubectl apply`) and so are never copied between a
 /// Deployment and its ReplicaSets.
@@ -80,13 +80,13 @@ fn parsable_revisions<'a>(rss: &'a [&'a ReplicaSetObject]) -> impl Iterator<Item
 }
 
 /// The highest revision among `rss` (0 when none has one).
-pub fn max_revision(rss: &[&ReplicaSetObject]) -> i64 {
+pub(crate) fn max_revision(rss: &[&ReplicaSetObject]) -> i64 {
     parsable_revisions(rss).fold(0, i64::max)
 }
 
 /// The second-highest revision among `rss`, i.e. the revision before the current one (0 when none):
 /// the target of a rollback to "revision 0".
-pub fn last_revision(rss: &[&ReplicaSetObject]) -> i64 {
+pub(crate) fn last_revision(rss: &[&ReplicaSetObject]) -> i64 {
     let (mut max, mut second) = (0, 0);
     for v in parsable_revisions(rss) {
         if v >= max {
@@ -100,7 +100,7 @@ pub fn last_revision(rss: &[&ReplicaSetObject]) -> i64 {
 }
 
 /// Sets the Deployment's revision annotation; true when it changed.
-pub fn set_deployment_revision(d: &mut DeploymentObject, revision: &str) -> bool {
+pub(crate) fn set_deployment_revision(d: &mut DeploymentObject, revision: &str) -> bool {
     let annotations = annotations_mut(&mut d.metadata);
     if annotations.get(REVISION_ANNOTATION).map(String::as_str) == Some(revision) {
         return false;
@@ -112,7 +112,7 @@ pub fn set_deployment_revision(d: &mut DeploymentObject, revision: &str) -> bool
 /// Copies the Deployment's annotations onto the ReplicaSet, except the skip list; true when the
 /// ReplicaSet's annotations changed. Annotations the Deployment no longer has are left alone, as
 /// upstream does.
-pub fn copy_deployment_annotations_to_replica_set(
+pub(crate) fn copy_deployment_annotations_to_replica_set(
     d: &DeploymentObject,
     rs: &mut ReplicaSetObject,
 ) -> bool {
@@ -133,7 +133,10 @@ pub fn copy_deployment_annotations_to_replica_set(
 /// Rollback: replaces the Deployment's annotations by the ReplicaSet's, except the skip list, whose
 /// values stay the Deployment's. Otherwise the next sync would copy the Deployment's current
 /// annotations (e.g. a change-cause) onto the ReplicaSet being rolled back to.
-pub fn set_deployment_annotations_to(d: &mut DeploymentObject, rollback_to: &ReplicaSetObject) {
+pub(crate) fn set_deployment_annotations_to(
+    d: &mut DeploymentObject,
+    rollback_to: &ReplicaSetObject,
+) {
     let mut annotations: BTreeMap<String, String> = d
         .metadata
         .annotations
@@ -158,7 +161,7 @@ pub fn set_deployment_annotations_to(d: &mut DeploymentObject, rollback_to: &Rep
 /// `rev_history_limit_in_chars`), and, for a ReplicaSet about to be created (`exists == false`), sets
 /// the desired/max replicas annotations. A revision is never lowered: old ReplicaSets may have been
 /// deleted since the new one got its number.
-pub fn set_new_replica_set_annotations(
+pub(crate) fn set_new_replica_set_annotations(
     d: &DeploymentObject,
     rs: &mut ReplicaSetObject,
     new_revision: i64,
@@ -230,7 +233,7 @@ fn append_revision_history(history: &str, old: &str, limit: usize) -> Option<Str
 
 /// A non-negative int32 annotation (upstream parses with `ParseUint`: digits only, no sign, at most
 /// `i32::MAX`); `None` when absent or invalid.
-pub fn non_negative_i32_annotation(meta: &ObjectMeta, key: &str) -> Option<i32> {
+pub(crate) fn non_negative_i32_annotation(meta: &ObjectMeta, key: &str) -> Option<i32> {
     let value = annotation(meta, key)?;
     let parsed = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         value
@@ -251,17 +254,17 @@ pub fn non_negative_i32_annotation(meta: &ObjectMeta, key: &str) -> Option<i32> 
 }
 
 /// The `desired-replicas` annotation of a ReplicaSet.
-pub fn desired_replicas_annotation(rs: &ReplicaSetObject) -> Option<i32> {
+pub(crate) fn desired_replicas_annotation(rs: &ReplicaSetObject) -> Option<i32> {
     non_negative_i32_annotation(&rs.metadata, DESIRED_REPLICAS_ANNOTATION)
 }
 
 /// The `max-replicas` annotation of a ReplicaSet.
-pub fn max_replicas_annotation(rs: &ReplicaSetObject) -> Option<i32> {
+pub(crate) fn max_replicas_annotation(rs: &ReplicaSetObject) -> Option<i32> {
     non_negative_i32_annotation(&rs.metadata, MAX_REPLICAS_ANNOTATION)
 }
 
 /// Sets the desired/max replicas annotations; true when either changed.
-pub fn set_replicas_annotations(rs: &mut ReplicaSetObject, desired: i32, max: i32) -> bool {
+pub(crate) fn set_replicas_annotations(rs: &mut ReplicaSetObject, desired: i32, max: i32) -> bool {
     let annotations = annotations_mut(&mut rs.metadata);
     let mut changed = false;
     for (key, value) in [
@@ -277,7 +280,11 @@ pub fn set_replicas_annotations(rs: &mut ReplicaSetObject, desired: i32, max: i3
 }
 
 /// Whether [`set_replicas_annotations`] would change anything.
-pub fn replicas_annotations_need_update(rs: &ReplicaSetObject, desired: i32, max: i32) -> bool {
+pub(crate) fn replicas_annotations_need_update(
+    rs: &ReplicaSetObject,
+    desired: i32,
+    max: i32,
+) -> bool {
     annotation(&rs.metadata, DESIRED_REPLICAS_ANNOTATION) != Some(desired.to_string().as_str())
         || annotation(&rs.metadata, MAX_REPLICAS_ANNOTATION) != Some(max.to_string().as_str())
 }
@@ -286,7 +293,7 @@ pub fn replicas_annotations_need_update(rs: &ReplicaSetObject, desired: i32, max
 /// absent, empty or unparsable (upstream ignores an invalid value).
 ///
 /// upstream: getRollbackTo
-pub fn rollback_to(d: &DeploymentObject) -> Option<i64> {
+pub(crate) fn rollback_to(d: &DeploymentObject) -> Option<i64> {
     match annotation(&d.metadata, ROLLBACK_TO_ANNOTATION) {
         None | Some("") => None,
         Some(v) => v.parse().ok(),
@@ -294,7 +301,7 @@ pub fn rollback_to(d: &DeploymentObject) -> Option<i64> {
 }
 
 /// Removes the legacy rollback request (the controller then writes the whole Deployment).
-pub fn clear_rollback_to(d: &mut DeploymentObject) {
+pub(crate) fn clear_rollback_to(d: &mut DeploymentObject) {
     if let Some(annotations) = d.metadata.annotations.as_mut() {
         annotations.remove(ROLLBACK_TO_ANNOTATION);
     }
@@ -349,7 +356,7 @@ mod tests {
             .get_or_insert_with(Default::default)
             .available_replicas = Some(1);
         r.spec.replicas = Some(1);
-        assert!(crate::is_saturated(&d, Some(&r)));
+        assert!(crate::proportional::is_saturated(&d, Some(&r)));
     }
 
     #[test]

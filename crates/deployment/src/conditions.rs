@@ -11,94 +11,80 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Condition type: the Deployment has its minimum availability.
-pub const AVAILABLE: &str = "Available";
+pub(crate) const AVAILABLE: &str = "Available";
 /// Condition type: the rollout's progress against its deadline.
-pub const PROGRESSING: &str = "Progressing";
+pub(crate) const PROGRESSING: &str = "Progressing";
 /// Condition type: a ReplicaSet failed to create or delete pods.
-pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+pub(crate) const REPLICA_FAILURE: &str = "ReplicaFailure";
 
-pub const CONDITION_TRUE: &str = "True";
-pub const CONDITION_FALSE: &str = "False";
-pub const CONDITION_UNKNOWN: &str = "Unknown";
+pub(crate) const CONDITION_TRUE: &str = "True";
+pub(crate) const CONDITION_FALSE: &str = "False";
+pub(crate) const CONDITION_UNKNOWN: &str = "Unknown";
 
 /// Condition reasons, as upstream.
-pub mod reasons {
+pub(crate) mod reasons {
     /// Progressing: a ReplicaSet was scaled as part of the rollout.
-    pub const REPLICA_SET_UPDATED: &str = "ReplicaSetUpdated";
+    pub(crate) const REPLICA_SET_UPDATED: &str = "ReplicaSetUpdated";
     /// Progressing (False): the new ReplicaSet could not be created.
-    pub const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
+    pub(crate) const FAILED_RS_CREATE: &str = "ReplicaSetCreateError";
     /// Progressing: the new ReplicaSet was created.
-    pub const NEW_REPLICA_SET: &str = "NewReplicaSetCreated";
+    pub(crate) const NEW_REPLICA_SET: &str = "NewReplicaSetCreated";
     /// Progressing: an existing ReplicaSet was found to be the new one.
-    pub const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+    pub(crate) const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
     /// Progressing: the rollout is complete.
-    pub const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
+    pub(crate) const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
     /// Progressing (False): no progress within `progressDeadlineSeconds`.
-    pub const TIMED_OUT: &str = "ProgressDeadlineExceeded";
+    pub(crate) const TIMED_OUT: &str = "ProgressDeadlineExceeded";
     /// Progressing (Unknown): paused; no progress is expected.
-    pub const PAUSED: &str = "DeploymentPaused";
+    pub(crate) const PAUSED: &str = "DeploymentPaused";
     /// Progressing (Unknown): resumed; the deadline counts from now, not from before the pause.
-    pub const RESUMED: &str = "DeploymentResumed";
+    pub(crate) const RESUMED: &str = "DeploymentResumed";
     /// Available: at least `replicas - maxUnavailable` pods are available.
-    pub const MINIMUM_REPLICAS_AVAILABLE: &str = "MinimumReplicasAvailable";
+    pub(crate) const MINIMUM_REPLICAS_AVAILABLE: &str = "MinimumReplicasAvailable";
     /// Available (False): fewer than that.
-    pub const MINIMUM_REPLICAS_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
+    pub(crate) const MINIMUM_REPLICAS_UNAVAILABLE: &str = "MinimumReplicasUnavailable";
     /// Progressing (False), mini-kcm's own: the selector uses `pod-template-hash`, so nothing is rolled
     /// out (upstream would create ReplicaSets without bound).
-    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "SelectorUsesPodTemplateHash";
+    pub(crate) const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "SelectorUsesPodTemplateHash";
 }
 
 /// Event reasons of the Deployment controller besides `ScalingReplicaSet`.
-pub mod event_reasons {
-    /// Warning: the Deployment's selector is empty and would select every pod.
-    pub const SELECTING_ALL: &str = "SelectingAll";
-    /// Normal: a legacy rollback was performed.
-    pub const ROLLBACK_DONE: &str = "DeploymentRollback";
-    /// Warning: the legacy rollback's revision does not exist.
-    pub const ROLLBACK_REVISION_NOT_FOUND: &str = "DeploymentRollbackRevisionNotFound";
-    /// Warning: the legacy rollback's revision has the current template.
-    pub const ROLLBACK_TEMPLATE_UNCHANGED: &str = "DeploymentRollbackTemplateUnchanged";
-    /// Warning: the new ReplicaSet could not be created.
-    pub const FAILED_RS_CREATE: &str = super::reasons::FAILED_RS_CREATE;
+pub(crate) mod event_reasons {
     /// Warning, mini-kcm's own: the selector uses `pod-template-hash`; nothing is rolled out.
-    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str =
+    pub(crate) const SELECTOR_USES_POD_TEMPLATE_HASH: &str =
         super::reasons::SELECTOR_USES_POD_TEMPLATE_HASH;
 }
 
 /// Upstream's messages, for conditions and events.
-pub mod messages {
-    pub const SELECTING_ALL: &str =
-        "This deployment is selecting all pods. A non-empty selector is required.";
-    pub const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "The selector uses the label key pod-template-hash, which the controller sets to its own value on every ReplicaSet and pod: it would never select what it creates. Nothing is rolled out until the Deployment is re-created with another selector.";
-    pub const PAUSED: &str = "Deployment is paused";
-    pub const RESUMED: &str = "Deployment is resumed";
-    pub const MINIMUM_AVAILABLE: &str = "Deployment has minimum availability.";
-    pub const MINIMUM_UNAVAILABLE: &str = "Deployment does not have minimum availability.";
-    pub const LAST_REVISION_NOT_FOUND: &str = "Unable to find last revision.";
-    pub const ROLLBACK_REVISION_NOT_FOUND: &str = "Unable to find the revision to rollback to.";
+pub(crate) mod messages {
+    pub(crate) const SELECTOR_USES_POD_TEMPLATE_HASH: &str = "The selector uses the label key pod-template-hash, which the controller sets to its own value on every ReplicaSet and pod: it would never select what it creates. Nothing is rolled out until the Deployment is re-created with another selector.";
+    pub(crate) const PAUSED: &str = "Deployment is paused";
+    pub(crate) const RESUMED: &str = "Deployment is resumed";
+    pub(crate) const MINIMUM_AVAILABLE: &str = "Deployment has minimum availability.";
+    pub(crate) const MINIMUM_UNAVAILABLE: &str = "Deployment does not have minimum availability.";
 
-    pub fn found_new_replica_set(rs: &str) -> String {
+    pub(crate) fn found_new_replica_set(rs: &str) -> String {
         format!("Found new replica set \"{rs}\"")
     }
 
-    pub fn created_new_replica_set(rs: &str) -> String {
+    pub(crate) fn created_new_replica_set(rs: &str) -> String {
         format!("Created new replica set \"{rs}\"")
     }
 
-    pub fn failed_to_create_replica_set(rs: &str, error: &str) -> String {
+    pub(crate) fn failed_to_create_replica_set(rs: &str, error: &str) -> String {
         format!("Failed to create new replica set \"{rs}\": {error}")
     }
 
     /// The first scale-up event of a created ReplicaSet.
-    pub fn scaled_up_new_replica_set(rs: &str, replicas: i32) -> String {
+    pub(crate) fn scaled_up_new_replica_set(rs: &str, replicas: i32) -> String {
         format!("Scaled up replica set {rs} from 0 to {replicas}")
     }
 
-    pub fn rolled_back(deployment: &str, revision: i64) -> String {
+    pub(crate) fn rolled_back(deployment: &str, revision: i64) -> String {
         format!("Rolled back deployment \"{deployment}\" to revision {revision}")
     }
 
-    pub fn rollback_template_unchanged(deployment: &str) -> String {
+    pub(crate) fn rollback_template_unchanged(deployment: &str) -> String {
         format!(
             "The rollback revision contains the same template as current deployment \"{deployment}\""
         )
@@ -114,7 +100,7 @@ pub mod messages {
 }
 
 /// A condition with both timestamps at `now`.
-pub fn new_deployment_condition(
+pub(crate) fn new_deployment_condition(
     type_: &str,
     status: &str,
     reason: &str,
@@ -132,7 +118,7 @@ pub fn new_deployment_condition(
 }
 
 /// The condition of `type_`, if present.
-pub fn get_deployment_condition<'a>(
+pub(crate) fn get_deployment_condition<'a>(
     status: &'a DeploymentStatus,
     type_: &str,
 ) -> Option<&'a DeploymentCondition> {
@@ -151,7 +137,10 @@ pub(crate) fn reason(c: &DeploymentCondition) -> &str {
 /// already has the same status and reason (its timestamps and message stay); otherwise the old one is
 /// replaced, keeping its lastTransitionTime when only the reason changed. The new condition goes to the
 /// end of the list, as upstream (condition order is visible to clients).
-pub fn set_deployment_condition(status: &mut DeploymentStatus, mut condition: DeploymentCondition) {
+pub(crate) fn set_deployment_condition(
+    status: &mut DeploymentStatus,
+    mut condition: DeploymentCondition,
+) {
     if let Some(current) = get_deployment_condition(status, &condition.type_) {
         if current.status == condition.status && reason(current) == reason(&condition) {
             return;
@@ -168,7 +157,7 @@ pub fn set_deployment_condition(status: &mut DeploymentStatus, mut condition: De
 }
 
 /// Removes the condition of `type_` (an emptied list becomes absent, as upstream's nil slice).
-pub fn remove_deployment_condition(status: &mut DeploymentStatus, type_: &str) {
+pub(crate) fn remove_deployment_condition(status: &mut DeploymentStatus, type_: &str) {
     if let Some(conditions) = status.conditions.as_mut() {
         conditions.retain(|c| c.type_ != type_);
         if conditions.is_empty() {
@@ -178,7 +167,7 @@ pub fn remove_deployment_condition(status: &mut DeploymentStatus, type_: &str) {
 }
 
 /// A ReplicaSet's condition promoted to the Deployment (lastUpdateTime = its lastTransitionTime).
-pub fn replica_set_to_deployment_condition(c: &ReplicaSetCondition) -> DeploymentCondition {
+pub(crate) fn replica_set_to_deployment_condition(c: &ReplicaSetCondition) -> DeploymentCondition {
     DeploymentCondition {
         type_: c.type_.clone(),
         status: c.status.clone(),

@@ -30,7 +30,7 @@ const ALPHANUMS: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 ///
 /// Must be computed on the Deployment's template, i.e. WITHOUT the `pod-template-hash` label: nothing
 /// is stripped here, so a template that already carries the label hashes differently.
-pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
+pub(crate) fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
     let mut hasher = Sha256::new();
     match serde_json::to_vec(template) {
         Ok(bytes) => hasher.update(&bytes),
@@ -61,7 +61,7 @@ fn safe_encode(s: &str) -> String {
 /// each new ReplicaSet's selector and pods carry the controller's own hash value, which the Deployment's
 /// selector does not match, so it is released and the next sync creates another, without bound
 /// (upstream's controllers do exactly that). mini-kcm refuses to roll such a Deployment out.
-pub fn selects_on_pod_template_hash(selector: &LabelSelector) -> bool {
+pub(crate) fn selects_on_pod_template_hash(selector: &LabelSelector) -> bool {
     let in_labels = selector
         .match_labels
         .as_ref()

@@ -11,14 +11,14 @@ use crate::{DeploymentObject, ReplicaSetObject};
 
 /// Whether the Deployment limits its history (`revisionHistoryLimit` set and not the "keep all"
 /// sentinel `i32::MAX`).
-pub fn has_revision_history_limit(d: &DeploymentObject) -> bool {
+pub(crate) fn has_revision_history_limit(d: &DeploymentObject) -> bool {
     d.spec.revision_history_limit.is_some_and(|l| l != i32::MAX)
 }
 
 /// The old ReplicaSets to delete, in deletion order. Delete them one by one (default options),
 /// ignoring NotFound and stopping at the first other error (so a struggling API server is not
 /// flooded).
-pub fn replica_sets_to_clean_up<'a>(
+pub(crate) fn replica_sets_to_clean_up<'a>(
     d: &DeploymentObject,
     old_rss: &[&'a ReplicaSetObject],
 ) -> Vec<&'a ReplicaSetObject> {

@@ -28,10 +28,10 @@ use crate::rolling::new_rs_new_replicas;
 use crate::{DeploymentObject, Error, ReplicaSetObject};
 
 /// The longest object name (a DNS-1123 subdomain).
-pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
+pub(crate) const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
 
 /// `<deployment>-<hash>`, the Deployment name truncated so the whole stays a valid object name.
-pub fn generate_replica_set_name(deployment: &str, hash: &str) -> String {
+pub(crate) fn generate_replica_set_name(deployment: &str, hash: &str) -> String {
     let max_prefix = DNS1123_SUBDOMAIN_MAX_LENGTH.saturating_sub(1 + hash.len());
     // Names are ASCII; `get` only fails on a char boundary, which cannot happen then.
     let prefix = match deployment.get(..max_prefix) {
@@ -44,7 +44,7 @@ pub fn generate_replica_set_name(deployment: &str, hash: &str) -> String {
 /// The revision the new ReplicaSet must carry: one above every old ReplicaSet's. Revisions are
 /// annotations anyone can write; at `i64::MAX` Go's sum wraps to a negative revision, here it saturates
 /// (the new ReplicaSet then shares the top revision: rollback by revision gets ambiguous, nothing panics).
-pub fn new_revision(old_rss: &[&ReplicaSetObject]) -> i64 {
+pub(crate) fn new_revision(old_rss: &[&ReplicaSetObject]) -> i64 {
     max_revision(old_rss).saturating_add(1)
 }
 
@@ -54,7 +54,7 @@ pub fn new_revision(old_rss: &[&ReplicaSetObject]) -> i64 {
 /// `controller_ref` is the Deployment's controller owner reference; `rs_resource` the ReplicaSet kind
 /// of the Deployment's API family. Sized by [`new_rs_new_replicas`], annotated with the Deployment's
 /// copyable annotations, the revision and the desired/max replicas.
-pub fn new_replica_set(
+pub(crate) fn new_replica_set(
     d: &DeploymentObject,
     old_rss: &[&ReplicaSetObject],
     controller_ref: OwnerReference,
@@ -108,14 +108,14 @@ pub fn new_replica_set(
 /// Whether the ReplicaSet that already has the new ReplicaSet's name is ours and has the
 /// Deployment's template (a create that raced our own earlier create). Otherwise the name is a hash
 /// collision: see [`bump_collision_count`].
-pub fn is_own_new_replica_set(d: &DeploymentObject, existing: &ReplicaSetObject) -> bool {
+pub(crate) fn is_own_new_replica_set(d: &DeploymentObject, existing: &ReplicaSetObject) -> bool {
     let ours = mini_kcm_runtime::kinds::controller_uid(&existing.metadata)
         .is_some_and(|uid| Some(uid) == d.metadata.uid.as_deref());
     ours && equal_ignore_hash(&d.spec.template, &rs_template(existing))
 }
 
 /// A hash collision: `status.collisionCount` + 1 (absent → 1); write the status and retry.
-pub fn bump_collision_count(d: &mut DeploymentObject) {
+pub(crate) fn bump_collision_count(d: &mut DeploymentObject) {
     let status = d.status.get_or_insert_with(Default::default);
     status.collision_count = Some(status.collision_count.unwrap_or(0).saturating_add(1));
 }
@@ -124,7 +124,7 @@ pub fn bump_collision_count(d: &mut DeploymentObject) {
 /// and, for a ReplicaSet we created (`created`, not found already existing) with a progress deadline,
 /// Progressing True `NewReplicaSetCreated`. True when the Deployment must be written (upstream writes
 /// through the status subresource, annotation included).
-pub fn record_new_replica_set(
+pub(crate) fn record_new_replica_set(
     d: &mut DeploymentObject,
     rs_name: &str,
     revision: i64,
@@ -149,7 +149,7 @@ pub fn record_new_replica_set(
 /// Records a failed create (other than a collision or a terminating namespace): with a progress
 /// deadline, Progressing False `ReplicaSetCreateError` (write the status, ignoring its error). Returns
 /// the message of the Warning event to emit either way.
-pub fn record_create_failure(
+pub(crate) fn record_create_failure(
     d: &mut DeploymentObject,
     rs_name: &str,
     error: &str,
@@ -171,7 +171,7 @@ pub fn record_create_failure(
 
 /// What keeping an existing new ReplicaSet in step with its Deployment requires.
 #[derive(Debug, Clone)]
-pub enum ExistingNewReplicaSet {
+pub(crate) enum ExistingNewReplicaSet {
     /// Its annotations (copied ones, revision) or minReadySeconds are stale: update the ReplicaSet and
     /// use the result as the new ReplicaSet. The Deployment catches up on a later sync.
     UpdateReplicaSet(ReplicaSetObject),
@@ -185,7 +185,7 @@ pub enum ExistingNewReplicaSet {
 
 /// Brings an existing new ReplicaSet and its Deployment in step (revision, copied annotations,
 /// minReadySeconds), one write at a time, as upstream.
-pub fn sync_existing_new_replica_set(
+pub(crate) fn sync_existing_new_replica_set(
     d: &DeploymentObject,
     existing: &ReplicaSetObject,
     old_rss: &[&ReplicaSetObject],

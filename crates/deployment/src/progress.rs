@@ -11,7 +11,7 @@ use crate::conditions::{PROGRESSING, get_deployment_condition, reasons};
 
 /// A rollout is complete once every desired replica is updated and available, no old pod is left,
 /// and the status describes the current generation.
-pub fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> bool {
+pub(crate) fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> bool {
     let replicas = deployment_replicas(d);
     status.updated_replicas.unwrap_or(0) == replicas
         && status.replicas.unwrap_or(0) == replicas
@@ -21,7 +21,7 @@ pub fn deployment_complete(d: &DeploymentObject, status: &DeploymentStatus) -> b
 
 /// Whether `new_status` shows progress over the Deployment's stored status: more updated, ready or
 /// available pods, or fewer old pods.
-pub fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatus) -> bool {
+pub(crate) fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatus) -> bool {
     let old = deployment_status(d);
     let count = |v: Option<i32>| v.unwrap_or(0);
     let old_old_replicas = count(old.replicas).saturating_sub(count(old.updated_replicas));
@@ -35,7 +35,7 @@ pub fn deployment_progressing(d: &DeploymentObject, new_status: &DeploymentStatu
 
 /// Whether the Deployment has a progress deadline (`progressDeadlineSeconds` set and not the
 /// "no deadline" sentinel `i32::MAX`).
-pub fn has_progress_deadline(d: &DeploymentObject) -> bool {
+pub(crate) fn has_progress_deadline(d: &DeploymentObject) -> bool {
     d.spec
         .progress_deadline_seconds
         .is_some_and(|s| s != i32::MAX)
@@ -44,7 +44,7 @@ pub fn has_progress_deadline(d: &DeploymentObject) -> bool {
 /// Whether the rollout has exceeded its progress deadline at `now`: the Progressing condition of
 /// `new_status` already says so, or its lastUpdateTime is more than `progressDeadlineSeconds` ago.
 /// Never after a completed rollout (reason NewReplicaSetAvailable): its condition may simply be old.
-pub fn deployment_timed_out(
+pub(crate) fn deployment_timed_out(
     d: &DeploymentObject,
     new_status: &DeploymentStatus,
     now: Timestamp,

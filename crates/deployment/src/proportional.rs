@@ -21,7 +21,7 @@ use crate::{DeploymentObject, ReplicaSetObject};
 
 /// Whether the new ReplicaSet already holds the whole Deployment: its size, its `desired-replicas`
 /// annotation and its available pods all equal `spec.replicas`. Then old ReplicaSets can simply go.
-pub fn is_saturated(d: &DeploymentObject, rs: Option<&ReplicaSetObject>) -> bool {
+pub(crate) fn is_saturated(d: &DeploymentObject, rs: Option<&ReplicaSetObject>) -> bool {
     let Some(rs) = rs else {
         return false;
     };
@@ -30,7 +30,7 @@ pub fn is_saturated(d: &DeploymentObject, rs: Option<&ReplicaSetObject>) -> bool
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(crate::DESIRED_REPLICAS_ANNOTATION))
+        .and_then(|a| a.get(crate::annotations::DESIRED_REPLICAS_ANNOTATION))
         .and_then(|v| v.parse::<i64>().ok())
     else {
         return false;
@@ -43,7 +43,7 @@ pub fn is_saturated(d: &DeploymentObject, rs: Option<&ReplicaSetObject>) -> bool
 
 /// The ReplicaSet's share of the change: its size scaled by (new max / max before the scale), minus
 /// its size, rounded half away from zero (upstream's `getReplicaSetFraction`).
-pub fn replica_set_fraction(rs: &ReplicaSetObject, d: &DeploymentObject) -> i32 {
+pub(crate) fn replica_set_fraction(rs: &ReplicaSetObject, d: &DeploymentObject) -> i32 {
     let replicas = deployment_replicas(d);
     let size = rs_replicas(rs);
     if replicas == 0 {
@@ -72,7 +72,7 @@ pub fn replica_set_fraction(rs: &ReplicaSetObject, d: &DeploymentObject) -> i32 
 /// The replicas to add to (or remove from, when negative) `rs`, given the Deployment must change by
 /// `to_add` in total and `added` is already handed out (upstream's `GetReplicaSetProportion`). Never
 /// more than what is left, never for an empty ReplicaSet (a scaled-down one stays down).
-pub fn get_proportion(
+pub(crate) fn get_proportion(
     rs: Option<&ReplicaSetObject>,
     d: &DeploymentObject,
     to_add: i32,
@@ -95,7 +95,10 @@ pub fn get_proportion(
 
 /// The replicas the active ReplicaSets must gain (negative: lose) in total: `replicas + maxSurge`
 /// (0 when scaling to 0) minus their current sizes (upstream's `deploymentReplicasToAdd`).
-pub fn get_replica_sets_delta(d: &DeploymentObject, active_rss: &[&ReplicaSetObject]) -> i32 {
+pub(crate) fn get_replica_sets_delta(
+    d: &DeploymentObject,
+    active_rss: &[&ReplicaSetObject],
+) -> i32 {
     let replicas = deployment_replicas(d);
     let allowed = if replicas > 0 {
         replicas.saturating_add(max_surge(d))
@@ -107,7 +110,7 @@ pub fn get_replica_sets_delta(d: &DeploymentObject, active_rss: &[&ReplicaSetObj
 
 /// The only active ReplicaSet, or, when none is active, the new one (else the newest old one); `None`
 /// when several are active and must be scaled proportionally (upstream's `FindActiveOrLatest`).
-pub fn find_active_or_latest<'a>(
+pub(crate) fn find_active_or_latest<'a>(
     new_rs: Option<&'a ReplicaSetObject>,
     old_rss: &[&'a ReplicaSetObject],
 ) -> Option<&'a ReplicaSetObject> {
@@ -125,7 +128,7 @@ pub fn find_active_or_latest<'a>(
 /// and does not roll out.
 ///
 /// upstream: isScalingEvent
-pub fn is_scaling_event(
+pub(crate) fn is_scaling_event(
     d: &DeploymentObject,
     new_rs: Option<&ReplicaSetObject>,
     old_rss: &[&ReplicaSetObject],
@@ -149,7 +152,7 @@ pub fn is_scaling_event(
 ///    of ReplicaSets whose size does not change, and may have `from == to`.
 ///
 /// Recreate Deployments with several active ReplicaSets are left alone (the rollout handles them).
-pub fn plan_proportional_scale(
+pub(crate) fn plan_proportional_scale(
     d: &DeploymentObject,
     new_rs: Option<&ReplicaSetObject>,
     old_rss: &[&ReplicaSetObject],
@@ -781,6 +784,7 @@ mod tests {
             let (old, new_rs) = (&rss[0], &rss[1]);
             let mut steps: Vec<ScaleStep> = reconcile_new_replica_set(&dep, &[old, new_rs], new_rs)
                 .unwrap()
+                .step
                 .into_iter()
                 .collect();
             if steps.is_empty() {

@@ -13,7 +13,9 @@ use crate::replica_sets::get_actual_replica_count_for_replica_sets;
 use crate::scale::ScaleStep;
 
 /// Steps scaling every active old ReplicaSet to 0 (lazy, so inactive ones are not written).
-pub fn scale_down_old_replica_sets_for_recreate(old_rss: &[&ReplicaSetObject]) -> Vec<ScaleStep> {
+pub(crate) fn scale_down_old_replica_sets_for_recreate(
+    old_rss: &[&ReplicaSetObject],
+) -> Vec<ScaleStep> {
     filter_active(old_rss)
         .into_iter()
         .map(|rs| ScaleStep::new(rs, 0, false))
@@ -26,7 +28,7 @@ pub fn scale_down_old_replica_sets_for_recreate(old_rss: &[&ReplicaSetObject]) -
 ///
 /// `pods` pairs each pod of the Deployment's ReplicaSets with its owning ReplicaSet's UID (upstream's
 /// pod map).
-pub fn old_pods_running<'a>(
+pub(crate) fn old_pods_running<'a>(
     new_rs: Option<&ReplicaSetObject>,
     old_rss: &[&ReplicaSetObject],
     pods: impl IntoIterator<Item = (&'a str, &'a CachedPod)>,

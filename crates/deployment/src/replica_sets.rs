@@ -82,7 +82,7 @@ fn is_empty_collection(key: &str, value: &Value) -> bool {
 }
 
 /// Oldest first by creation timestamp, then by name (upstream's `ReplicaSetsByCreationTimestamp`).
-pub fn cmp_by_creation(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
+pub(crate) fn cmp_by_creation(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
     creation_timestamp(&a.metadata)
         .cmp(&creation_timestamp(&b.metadata))
         .then_with(|| name(&a.metadata).cmp(name(&b.metadata)))
@@ -90,7 +90,7 @@ pub fn cmp_by_creation(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
 
 /// Largest first; among equal sizes newest first (upstream's `ReplicaSetsBySizeNewer`, used when
 /// proportional scaling adds replicas).
-pub fn cmp_by_size_newer(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
+pub(crate) fn cmp_by_size_newer(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
     rs_replicas(b)
         .cmp(&rs_replicas(a))
         .then_with(|| cmp_by_creation(b, a))
@@ -98,7 +98,7 @@ pub fn cmp_by_size_newer(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering
 
 /// Largest first; among equal sizes oldest first (upstream's `ReplicaSetsBySizeOlder`, used when
 /// proportional scaling removes replicas).
-pub fn cmp_by_size_older(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
+pub(crate) fn cmp_by_size_older(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
     rs_replicas(b)
         .cmp(&rs_replicas(a))
         .then_with(|| cmp_by_creation(a, b))
@@ -106,7 +106,7 @@ pub fn cmp_by_size_older(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering
 
 /// Lowest revision first; unparsable or equal revisions fall back to creation order (upstream's
 /// `ReplicaSetsByRevision`, the order of revision-history cleanup).
-pub fn cmp_by_revision(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
+pub(crate) fn cmp_by_revision(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
     match (revision(&a.metadata), revision(&b.metadata)) {
         (Ok(x), Ok(y)) if x != y => x.cmp(&y),
         _ => cmp_by_creation(a, b),
@@ -114,12 +114,12 @@ pub fn cmp_by_revision(a: &ReplicaSetObject, b: &ReplicaSetObject) -> Ordering {
 }
 
 /// Sorts oldest first.
-pub fn sort_by_creation(rss: &mut [&ReplicaSetObject]) {
+pub(crate) fn sort_by_creation(rss: &mut [&ReplicaSetObject]) {
     rss.sort_by(|a, b| cmp_by_creation(a, b));
 }
 
 /// The ReplicaSets with `spec.replicas > 0` (upstream's `FilterActiveReplicaSets`).
-pub fn filter_active<'a>(rss: &[&'a ReplicaSetObject]) -> Vec<&'a ReplicaSetObject> {
+pub(crate) fn filter_active<'a>(rss: &[&'a ReplicaSetObject]) -> Vec<&'a ReplicaSetObject> {
     rss.iter()
         .copied()
         .filter(|rs| rs_replicas(rs) > 0)
@@ -128,7 +128,7 @@ pub fn filter_active<'a>(rss: &[&'a ReplicaSetObject]) -> Vec<&'a ReplicaSetObje
 
 /// The Deployment's new ReplicaSet: the oldest one whose template equals the Deployment's (there can
 /// be several after an upgrade changed the hash; choosing the oldest is deterministic).
-pub fn find_new_replica_set<'a>(
+pub(crate) fn find_new_replica_set<'a>(
     d: &DeploymentObject,
     rss: &[&'a ReplicaSetObject],
 ) -> Option<&'a ReplicaSetObject> {
@@ -142,7 +142,7 @@ pub fn find_new_replica_set<'a>(
 }
 
 /// The Deployment's old ReplicaSets, in input order: first those with `spec.replicas != 0`, then all.
-pub fn find_old_replica_sets<'a>(
+pub(crate) fn find_old_replica_sets<'a>(
     d: &DeploymentObject,
     rss: &[&'a ReplicaSetObject],
 ) -> (Vec<&'a ReplicaSetObject>, Vec<&'a ReplicaSetObject>) {
@@ -161,7 +161,7 @@ pub fn find_old_replica_sets<'a>(
 }
 
 /// Rollback: makes the ReplicaSet's template the Deployment's, without the `pod-template-hash` label.
-pub fn set_from_replica_set_template(d: &mut DeploymentObject, template: &PodTemplateSpec) {
+pub(crate) fn set_from_replica_set_template(d: &mut DeploymentObject, template: &PodTemplateSpec) {
     let mut template = template.clone();
     if let Some(labels) = template.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
         labels.remove(POD_TEMPLATE_HASH_LABEL);
@@ -170,28 +170,30 @@ pub fn set_from_replica_set_template(d: &mut DeploymentObject, template: &PodTem
 }
 
 /// Σ `spec.replicas` (upstream's `GetReplicaCountForReplicaSets`).
-pub fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+pub(crate) fn get_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
     saturating_sum(rss.iter().map(|rs| rs_replicas(rs)))
 }
 
 /// Σ `status.replicas`.
-pub fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+pub(crate) fn get_actual_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
     saturating_sum(rss.iter().map(|rs| rs_status_replicas(rs)))
 }
 
 /// Σ `status.readyReplicas`.
-pub fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+pub(crate) fn get_ready_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
     saturating_sum(rss.iter().map(|rs| rs_ready_replicas(rs)))
 }
 
 /// Σ `status.availableReplicas`.
-pub fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
+pub(crate) fn get_available_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> i32 {
     saturating_sum(rss.iter().map(|rs| rs_available_replicas(rs)))
 }
 
 /// Σ `status.terminatingReplicas`, or `None` when a ReplicaSet the ReplicaSet controller has synced
 /// does not report it (then the sum is unknown). Never-synced ReplicaSets count as 0.
-pub fn get_terminating_replica_count_for_replica_sets(rss: &[&ReplicaSetObject]) -> Option<i32> {
+pub(crate) fn get_terminating_replica_count_for_replica_sets(
+    rss: &[&ReplicaSetObject],
+) -> Option<i32> {
     let mut total = 0;
     for rs in rss {
         match rs_terminating_replicas(rs) {

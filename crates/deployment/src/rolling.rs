@@ -7,6 +7,9 @@
 //! `replicas - maxUnavailable` pods available. Unavailable pods of the new ReplicaSet do not count as
 //! room to scale old ones down, so a broken new template cannot eat the old pods (e.g. 10 replicas,
 //! surge 3, unavailable 2: old 8 + new 5, and it stays there).
+//!
+//! Each plan keeps the numbers it was decided from, and its `explain` formats the decision log's reason
+//! from them, so the explanation cannot drift from the arithmetic.
 
 use mini_kcm_runtime::int_or_percent::{Rounding, scaled_value};
 
@@ -19,61 +22,152 @@ use crate::replica_sets::{
     get_replica_count_for_replica_sets,
 };
 use crate::scale::ScaleStep;
-use crate::strategy::{max_surge, max_unavailable, rolling_params, saturating_sum};
+use crate::strategy::{max_unavailable, rolling_params, saturating_sum};
 use crate::{DeploymentObject, Error, ReplicaSetObject};
+
+/// How far maxSurge lets the new ReplicaSet of a rolling update grow now: the numbers of upstream's
+/// `NewRSNewReplicas`, kept for the decision log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Surge {
+    /// `spec.replicas` over all ReplicaSets.
+    pub total: i32,
+    /// maxSurge resolved against the Deployment's `spec.replicas`.
+    pub max_surge: i32,
+    /// `replicas + maxSurge`: the total no step may exceed.
+    pub limit: i32,
+    /// The size the new ReplicaSet may have now (its current size when `total` is at the limit).
+    pub to: i32,
+}
+
+/// The RollingUpdate arm of [`new_rs_new_replicas`]: up to `replicas + maxSurge` pods in total over all
+/// ReplicaSets, never above `replicas`; unchanged when the total is already at the limit.
+fn surge(
+    d: &DeploymentObject,
+    all_rss: &[&ReplicaSetObject],
+    new_rs: &ReplicaSetObject,
+) -> Result<Surge, Error> {
+    let replicas = deployment_replicas(d);
+    // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
+    let max_surge = scaled_value(rolling_params(d).0, replicas, Rounding::Up)?;
+    let total = get_replica_count_for_replica_sets(all_rss);
+    // Saturating, here and in every size formula after it: `replicas` and `maxSurge` are user
+    // numbers, anything the API accepts, and no user number may panic the controller (overflow in
+    // a debug build) or wrap (a release build). Go wraps `replicas + surge` (2147483647 + 1 is
+    // negative there, and the new ReplicaSet never grows); saturating keeps the limit at i32::MAX.
+    let limit = replicas.saturating_add(max_surge);
+    let current = rs_replicas(new_rs);
+    let to = if total >= limit {
+        current
+    } else {
+        current.saturating_add(
+            limit
+                .saturating_sub(total)
+                .min(replicas.saturating_sub(current)),
+        )
+    };
+    Ok(Surge {
+        total,
+        max_surge,
+        limit,
+        to,
+    })
+}
 
 /// The size the new ReplicaSet may grow to now (upstream's `NewRSNewReplicas`).
 ///
 /// RollingUpdate: up to `replicas + maxSurge` pods in total over all ReplicaSets, never above
 /// `replicas`; unchanged when the total is already at the limit. Recreate: `replicas` outright.
-pub fn new_rs_new_replicas(
+pub(crate) fn new_rs_new_replicas(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
 ) -> Result<i32, Error> {
-    let replicas = deployment_replicas(d);
     match strategy_type(d) {
-        ROLLING_UPDATE_STRATEGY => {
-            // Unlike `max_surge`, upstream reads the raw field here: an absent maxSurge is an error.
-            let surge = scaled_value(rolling_params(d).0, replicas, Rounding::Up)?;
-            let current = get_replica_count_for_replica_sets(all_rss);
-            // Saturating, here and in every size formula after it: `replicas` and `maxSurge` are user
-            // numbers, anything the API accepts, and no user number may panic the controller (overflow in
-            // a debug build) or wrap (a release build). Go wraps `replicas + surge` (2147483647 + 1 is
-            // negative there, and the new ReplicaSet never grows); saturating keeps the limit at i32::MAX.
-            let max_total = replicas.saturating_add(surge);
-            let new_replicas = rs_replicas(new_rs);
-            if current >= max_total {
-                return Ok(new_replicas);
-            }
-            let scale_up = max_total
-                .saturating_sub(current)
-                .min(replicas.saturating_sub(new_replicas));
-            Ok(new_replicas.saturating_add(scale_up))
-        }
-        RECREATE_STRATEGY => Ok(replicas),
+        ROLLING_UPDATE_STRATEGY => Ok(surge(d, all_rss, new_rs)?.to),
+        RECREATE_STRATEGY => Ok(deployment_replicas(d)),
         other => Err(Error::UnsupportedStrategy(other.to_string())),
     }
 }
 
-/// The step for the new ReplicaSet of a rolling update, if it needs one (upstream's
-/// `reconcileNewReplicaSet`): down to `replicas` when above, else up as far as
-/// [`new_rs_new_replicas`] allows. A returned step always changes the size.
+/// The plan for the new ReplicaSet of a rolling update, with the numbers it was decided from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewReplicaSetPlan {
+    /// The write, when the size changes.
+    pub step: Option<ScaleStep>,
+    /// The new ReplicaSet's name.
+    pub name: String,
+    /// Its `spec.replicas` before the step.
+    pub current: i32,
+    /// The Deployment's `spec.replicas`.
+    pub replicas: i32,
+    /// Below `replicas` under RollingUpdate: how far maxSurge let it grow.
+    pub surge: Option<Surge>,
+}
+
+impl NewReplicaSetPlan {
+    /// Why the new ReplicaSet grows, shrinks or waits, for the decision log; `None` when it has all its
+    /// replicas.
+    pub(crate) fn explain(&self) -> Option<String> {
+        let Self {
+            name,
+            current,
+            replicas,
+            ..
+        } = self;
+        if current > replicas {
+            return Some(format!(
+                "new ReplicaSet {name} has {current} of {replicas} wanted: scale it down"
+            ));
+        }
+        let Surge {
+            total,
+            max_surge,
+            limit,
+            to,
+        } = self.surge?;
+        Some(if total >= limit {
+            format!(
+                "surge blocked: {total} pods ≥ replicas + maxSurge ({replicas} + {max_surge} = {limit}); new ReplicaSet {name} stays at {current}"
+            )
+        } else {
+            format!(
+                "room to surge: {total} pods < replicas + maxSurge ({replicas} + {max_surge} = {limit}); new ReplicaSet {name} may grow from {current} to {to}"
+            )
+        })
+    }
+}
+
+/// The plan for the new ReplicaSet of a rolling update (upstream's `reconcileNewReplicaSet`): down to
+/// `replicas` when above, else up as far as [`new_rs_new_replicas`] allows. A step always changes the
+/// size.
 ///
 /// upstream: reconcileNewReplicaSet
-pub fn reconcile_new_replica_set(
+pub(crate) fn reconcile_new_replica_set(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
-) -> Result<Option<ScaleStep>, Error> {
+) -> Result<NewReplicaSetPlan, Error> {
     let replicas = deployment_replicas(d);
     let current = rs_replicas(new_rs);
+    let mut plan = NewReplicaSetPlan {
+        step: None,
+        name: new_rs.metadata.name.clone().unwrap_or_default(),
+        current,
+        replicas,
+        surge: None,
+    };
     let target = match current.cmp(&replicas) {
-        std::cmp::Ordering::Equal => return Ok(None),
+        std::cmp::Ordering::Equal => return Ok(plan),
         std::cmp::Ordering::Greater => replicas,
+        std::cmp::Ordering::Less if strategy_type(d) == ROLLING_UPDATE_STRATEGY => {
+            let surge = surge(d, all_rss, new_rs)?;
+            plan.surge = Some(surge);
+            surge.to
+        }
         std::cmp::Ordering::Less => new_rs_new_replicas(d, all_rss, new_rs)?,
     };
-    Ok((target != current).then(|| ScaleStep::new(new_rs, target, false)))
+    plan.step = (target != current).then(|| ScaleStep::new(new_rs, target, false));
+    Ok(plan)
 }
 
 /// An old ReplicaSet with the size it has at this point of a plan.
@@ -104,7 +198,7 @@ impl<'a> Sized<'a> {
 
 /// The outcome of scaling down unhealthy old replicas (upstream's `cleanupUnhealthyReplicas`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct UnhealthyCleanup {
+pub(crate) struct UnhealthyCleanup {
     /// Steps, oldest ReplicaSet first.
     pub steps: Vec<ScaleStep>,
     /// The replicas the steps remove.
@@ -115,10 +209,11 @@ pub struct UnhealthyCleanup {
     pub aborted: bool,
 }
 
+#[cfg(test)]
 /// Scales down the unavailable pods of old ReplicaSets, oldest first, at most `max_cleanup_count` in
 /// total. Removing pods that are not available cannot lower availability, and the ReplicaSet
 /// controller deletes not-ready pods first, so this frees room without risk.
-pub fn cleanup_unhealthy_replicas(
+pub(crate) fn cleanup_unhealthy_replicas(
     old_rss: &[&ReplicaSetObject],
     max_cleanup_count: i32,
 ) -> UnhealthyCleanup {
@@ -157,9 +252,10 @@ fn cleanup_unhealthy(old: &mut [Sized], max_cleanup_count: i32) -> UnhealthyClea
     result
 }
 
+#[cfg(test)]
 /// Steps scaling old ReplicaSets down, oldest first, by as many pods as are available above
 /// `minAvailable` over `all_rss` (upstream's `scaleDownOldReplicaSetsForRollingUpdate`).
-pub fn scale_down_old_replica_sets_for_rolling_update(
+pub(crate) fn scale_down_old_replica_sets_for_rolling_update(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     old_rss: &[&ReplicaSetObject],
@@ -195,9 +291,10 @@ fn scale_down_old(d: &DeploymentObject, available: i32, old: &mut [Sized]) -> Ve
     steps
 }
 
-/// The plan for the old ReplicaSets of a rolling update (upstream's `reconcileOldReplicaSets`).
+/// The plan for the old ReplicaSets of a rolling update (upstream's `reconcileOldReplicaSets`), with
+/// the numbers it was decided from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct OldReplicaSetsPlan {
+pub(crate) struct OldReplicaSetsPlan {
     /// `allPods - minAvailable - newRSUnavailable`: how many old pods may go in this sync at most.
     pub max_scaled_down: i32,
     /// Unhealthy-replica cleanup steps, then availability-bounded scale-down steps, in execution
@@ -206,6 +303,43 @@ pub struct OldReplicaSetsPlan {
     /// Whether upstream reports "scaled down" (and so syncs the rollout status and returns) once all
     /// steps succeeded. Upstream swallows a failed step: treat any failure as "not scaled", no error.
     pub scaled: bool,
+    /// `spec.replicas` over the old ReplicaSets (0: nothing to plan, and the numbers below are 0).
+    pub old_replicas: i32,
+    /// `spec.replicas` over all ReplicaSets.
+    pub all_pods: i32,
+    /// The Deployment's `spec.replicas`.
+    pub replicas: i32,
+    /// maxUnavailable resolved against `replicas`.
+    pub max_unavailable: i32,
+    /// Pods the new ReplicaSet has that are not available (they make no room for old ones to go).
+    pub new_unavailable: i32,
+}
+
+impl OldReplicaSetsPlan {
+    /// Why old ReplicaSets shrink or wait, for the decision log; `None` when no old replicas are left.
+    pub(crate) fn explain(&self) -> Option<String> {
+        let Self {
+            max_scaled_down: may_go,
+            old_replicas: old,
+            all_pods,
+            replicas,
+            max_unavailable: unavailable,
+            new_unavailable,
+            ..
+        } = self;
+        if *old == 0 {
+            return None;
+        }
+        let min_available = replicas.saturating_sub(*unavailable);
+        let sum = format!(
+            "{all_pods} pods − minAvailable {min_available} (replicas {replicas} − maxUnavailable {unavailable}) − {new_unavailable} unavailable new = {may_go}"
+        );
+        Some(if *may_go <= 0 {
+            format!("scale-down blocked: {sum}: no old pod may go yet")
+        } else {
+            format!("{old} old replicas, at most {may_go} may go now: {sum}")
+        })
+    }
 }
 
 /// Plans the scale-down of the active old ReplicaSets `old_rss` of a rolling update.
@@ -217,23 +351,31 @@ pub struct OldReplicaSetsPlan {
 /// wrote a status in between).
 ///
 /// upstream: reconcileOldReplicaSets
-pub fn reconcile_old_replica_sets(
+pub(crate) fn reconcile_old_replica_sets(
     d: &DeploymentObject,
     all_rss: &[&ReplicaSetObject],
     old_rss: &[&ReplicaSetObject],
     new_rs: &ReplicaSetObject,
 ) -> OldReplicaSetsPlan {
-    if get_replica_count_for_replica_sets(old_rss) == 0 {
+    let old_replicas = get_replica_count_for_replica_sets(old_rss);
+    if old_replicas == 0 {
         return OldReplicaSetsPlan::default();
     }
     let all_pods = get_replica_count_for_replica_sets(all_rss);
-    let min_available = deployment_replicas(d).saturating_sub(max_unavailable(d));
+    let replicas = deployment_replicas(d);
+    let max_unavailable = max_unavailable(d);
+    let min_available = replicas.saturating_sub(max_unavailable);
     let new_unavailable = rs_replicas(new_rs).saturating_sub(rs_available_replicas(new_rs));
     let max_scaled_down = all_pods
         .saturating_sub(min_available)
         .saturating_sub(new_unavailable);
     let mut plan = OldReplicaSetsPlan {
         max_scaled_down,
+        old_replicas,
+        all_pods,
+        replicas,
+        max_unavailable,
+        new_unavailable,
         ..Default::default()
     };
     if max_scaled_down <= 0 {
@@ -253,73 +395,6 @@ pub fn reconcile_old_replica_sets(
     plan.steps.extend(scale_down);
     plan.scaled = cleanup.scaled_down.saturating_add(scaled_down) > 0;
     plan
-}
-
-/// Why the new ReplicaSet of a rolling update grows, shrinks or waits, in the numbers
-/// [`reconcile_new_replica_set`] decides on (for the decision log); `None` when it has all its replicas.
-pub fn why_new_replica_set_step(
-    d: &DeploymentObject,
-    all_rss: &[&ReplicaSetObject],
-    new_rs: &ReplicaSetObject,
-) -> Option<String> {
-    let replicas = deployment_replicas(d);
-    let current = rs_replicas(new_rs);
-    let rs_name = new_rs.metadata.name.as_deref().unwrap_or_default();
-    if current > replicas {
-        return Some(format!(
-            "new ReplicaSet {rs_name} has {current} of {replicas} wanted: scale it down"
-        ));
-    }
-    if current == replicas {
-        return None;
-    }
-    let total = get_replica_count_for_replica_sets(all_rss);
-    let surge = max_surge(d);
-    let limit = replicas.saturating_add(surge);
-    Some(if total >= limit {
-        format!(
-            "surge blocked: {total} pods ≥ replicas + maxSurge ({replicas} + {surge} = {limit}); new ReplicaSet {rs_name} stays at {current}"
-        )
-    } else {
-        let to = current.saturating_add(
-            limit
-                .saturating_sub(total)
-                .min(replicas.saturating_sub(current)),
-        );
-        format!(
-            "room to surge: {total} pods < replicas + maxSurge ({replicas} + {surge} = {limit}); new ReplicaSet {rs_name} may grow from {current} to {to}"
-        )
-    })
-}
-
-/// Why old ReplicaSets of a rolling update shrink or wait (for the decision log), from the numbers
-/// [`reconcile_old_replica_sets`] decides on; `None` when no old replicas are left.
-pub fn why_old_replica_sets(
-    d: &DeploymentObject,
-    all_rss: &[&ReplicaSetObject],
-    old_rss: &[&ReplicaSetObject],
-    new_rs: &ReplicaSetObject,
-) -> Option<String> {
-    let old = get_replica_count_for_replica_sets(old_rss);
-    if old == 0 {
-        return None;
-    }
-    let all_pods = get_replica_count_for_replica_sets(all_rss);
-    let replicas = deployment_replicas(d);
-    let unavailable = max_unavailable(d);
-    let min_available = replicas.saturating_sub(unavailable);
-    let new_unavailable = rs_replicas(new_rs).saturating_sub(rs_available_replicas(new_rs));
-    let may_go = all_pods
-        .saturating_sub(min_available)
-        .saturating_sub(new_unavailable);
-    let sum = format!(
-        "{all_pods} pods − minAvailable {min_available} (replicas {replicas} − maxUnavailable {unavailable}) − {new_unavailable} unavailable new = {may_go}"
-    );
-    Some(if may_go <= 0 {
-        format!("scale-down blocked: {sum}: no old pod may go yet")
-    } else {
-        format!("{old} old replicas, at most {may_go} may go now: {sum}")
-    })
 }
 
 #[cfg(test)]
@@ -359,6 +434,7 @@ mod tests {
         assert_eq!(new_rs_new_replicas(&d, &[&new_rs], &new_rs), Ok(MAX));
         let step = reconcile_new_replica_set(&d, &[&new_rs], &new_rs)
             .unwrap()
+            .step
             .unwrap();
         assert_eq!((step.from, step.to), (0, MAX));
 
@@ -549,7 +625,9 @@ mod tests {
             let new_rs = rs("foo-v2", new);
             let old_rs = rs("foo-v2", old);
             let d = deployment("foo", replicas, surge, 0);
-            let step = reconcile_new_replica_set(&d, &[&new_rs, &old_rs], &new_rs).unwrap();
+            let step = reconcile_new_replica_set(&d, &[&new_rs, &old_rs], &new_rs)
+                .unwrap()
+                .step;
             assert_eq!(step.map(|s| s.to), expected, "case {i}");
         }
     }
@@ -866,13 +944,19 @@ mod tests {
         let new = with_status(rs("foo-new", 5), 5, 0);
         let old = with_status(rs("foo-old", 8), 8, 8);
         let all = [&old, &new];
+        let why_new = |all: &[&ReplicaSetObject], new: &ReplicaSetObject| {
+            reconcile_new_replica_set(&d, all, new).unwrap().explain()
+        };
+        let why_old = |all: &[&ReplicaSetObject], old: &[&ReplicaSetObject], new| {
+            reconcile_old_replica_sets(&d, all, old, new).explain()
+        };
         assert_eq!(
-            why_new_replica_set_step(&d, &all, &new).unwrap(),
+            why_new(&all, &new).unwrap(),
             "surge blocked: 13 pods ≥ replicas + maxSurge (10 + 3 = 13); new ReplicaSet foo-new stays at 5"
         );
         let small_old = with_status(rs("foo-old", 4), 4, 4);
         assert_eq!(
-            why_new_replica_set_step(&d, &[&small_old, &new], &new).unwrap(),
+            why_new(&[&small_old, &new], &new).unwrap(),
             "room to surge: 9 pods < replicas + maxSurge (10 + 3 = 13); new ReplicaSet foo-new may grow from 5 to 9"
         );
         // The same numbers as the plan: 13 − 8 − 5 = 0, so nothing may go (upstream's "stays there").
@@ -881,11 +965,23 @@ mod tests {
             []
         );
         assert_eq!(
-            why_old_replica_sets(&d, &all, &[&old], &new).unwrap(),
+            why_old(&all, &[&old], &new).unwrap(),
             "scale-down blocked: 13 pods − minAvailable 8 (replicas 10 − maxUnavailable 2) − 5 unavailable new = 0: no old pod may go yet"
         );
         let done = with_status(rs("foo-new", 10), 10, 10);
-        assert_eq!(why_new_replica_set_step(&d, &[&done], &done), None);
-        assert_eq!(why_old_replica_sets(&d, &[&done], &[], &done), None);
+        assert_eq!(why_new(&[&done], &done), None);
+        assert_eq!(why_old(&[&done], &[], &done), None);
+
+        // A scaled-down Deployment, and old pods free to go once the new ones are available.
+        let big = with_status(rs("foo-new", 12), 12, 12);
+        assert_eq!(
+            why_new(&[&big], &big).unwrap(),
+            "new ReplicaSet foo-new has 12 of 10 wanted: scale it down"
+        );
+        let ready = with_status(rs("foo-new", 5), 5, 5);
+        assert_eq!(
+            why_old(&[&old, &ready], &[&old], &ready).unwrap(),
+            "8 old replicas, at most 5 may go now: 13 pods − minAvailable 8 (replicas 10 − maxUnavailable 2) − 0 unavailable new = 5"
+        );
     }
 }

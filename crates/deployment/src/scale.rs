@@ -11,11 +11,11 @@ use crate::strategy::max_surge;
 use crate::{DeploymentObject, ReplicaSetObject};
 
 /// The event reason of every ReplicaSet resize.
-pub const SCALING_REPLICA_SET_REASON: &str = "ScalingReplicaSet";
+pub(crate) const SCALING_REPLICA_SET_REASON: &str = "ScalingReplicaSet";
 
 /// Resize one ReplicaSet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScaleStep {
+pub(crate) struct ScaleStep {
     /// The ReplicaSet's name (unique in the Deployment's namespace).
     pub name: String,
     /// Its `spec.replicas` when the step applies (after earlier steps of the same plan).
@@ -38,7 +38,7 @@ impl ScaleStep {
     }
 
     /// The replicas this step removes (negative when it adds).
-    pub fn scaled_down(&self) -> i32 {
+    pub(crate) fn scaled_down(&self) -> i32 {
         self.from.saturating_sub(self.to)
     }
 }
@@ -48,7 +48,7 @@ impl ScaleStep {
 /// Lazy (`force == false`): only when the size differs. Forced: also when only the replicas annotations
 /// are stale. The returned copy has the new size and fresh annotations; the controller PUTs it and, if
 /// the size changed, emits [`scaling_event_message`].
-pub fn scale_replica_set(
+pub(crate) fn scale_replica_set(
     rs: &ReplicaSetObject,
     new_scale: i32,
     d: &DeploymentObject,
@@ -71,7 +71,7 @@ pub fn scale_replica_set(
 }
 
 /// The Normal `ScalingReplicaSet` event message for a resize, `None` when the size did not change.
-pub fn scaling_event_message(rs_name: &str, from: i32, to: i32) -> Option<String> {
+pub(crate) fn scaling_event_message(rs_name: &str, from: i32, to: i32) -> Option<String> {
     let direction = match from.cmp(&to) {
         std::cmp::Ordering::Less => "up",
         std::cmp::Ordering::Greater => "down",

@@ -35,7 +35,7 @@ use crate::{DeploymentObject, ReplicaSetObject};
 /// conditions are kept (other controllers' condition types too) and `Available` is set. With the
 /// `DeploymentReplicaSetTerminatingReplicas` gate (beta, on, in v1.36) `terminatingReplicas` is summed
 /// as well.
-pub fn calculate_status(
+pub(crate) fn calculate_status(
     all_rss: &[&ReplicaSetObject],
     new_rs: Option<&ReplicaSetObject>,
     d: &DeploymentObject,
@@ -88,7 +88,7 @@ pub fn calculate_status(
 /// expiring while pods keep coming up); otherwise past the deadline → False `ProgressDeadlineExceeded`.
 /// A rollout already recorded as complete is not re-evaluated while nothing new is rolling out. Also
 /// promotes a ReplicaSet's ReplicaFailure condition (the new ReplicaSet's first) or removes it.
-pub fn rollout_status(
+pub(crate) fn rollout_status(
     all_rss: &[&ReplicaSetObject],
     new_rs: Option<&ReplicaSetObject>,
     d: &DeploymentObject,
@@ -178,7 +178,7 @@ fn replica_failure(
 /// when the status changed and must be written. Only with a progress deadline, and never over a
 /// recorded timeout. Without the Resumed reason, a Deployment paused longer than its deadline would
 /// time out the moment it is resumed.
-pub fn check_paused_conditions(d: &mut DeploymentObject, now: Timestamp) -> bool {
+pub(crate) fn check_paused_conditions(d: &mut DeploymentObject, now: Timestamp) -> bool {
     if !has_progress_deadline(d) {
         return false;
     }
@@ -204,11 +204,11 @@ pub fn check_paused_conditions(d: &mut DeploymentObject, now: Timestamp) -> bool
 
 /// Padding added to [`ProgressRequeue::After`] before requeueing, so the check lands just after the
 /// deadline despite timer and clock skew (upstream adds one second).
-pub const PROGRESS_REQUEUE_PAD: Duration = Duration::from_secs(1);
+pub(crate) const PROGRESS_REQUEUE_PAD: Duration = Duration::from_secs(1);
 
 /// When to look at a Deployment again for its progress deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProgressRequeue {
+pub(crate) enum ProgressRequeue {
     /// No deadline to watch (none set, no Progressing condition, complete, or already timed out).
     Never,
     /// Less than a second left: requeue now, rate-limited.
@@ -219,7 +219,7 @@ pub enum ProgressRequeue {
 
 impl ProgressRequeue {
     /// The delay to give the work queue (`None`: do not requeue; zero: rate-limited requeue now).
-    pub fn queue_delay(self) -> Option<Duration> {
+    pub(crate) fn queue_delay(self) -> Option<Duration> {
         match self {
             ProgressRequeue::Never => None,
             ProgressRequeue::Now => Some(Duration::ZERO),
@@ -231,7 +231,7 @@ impl ProgressRequeue {
 /// Upstream's `requeueStuckDeployment`, for a sync whose computed `new_status` equals the stored one:
 /// without this, a stalled rollout would only be declared timed out at the next resync. The deadline
 /// is the stored Progressing condition's lastUpdateTime + `progressDeadlineSeconds`.
-pub fn requeue_after_for_progress(
+pub(crate) fn requeue_after_for_progress(
     d: &DeploymentObject,
     new_status: &DeploymentStatus,
     now: Timestamp,
@@ -267,13 +267,13 @@ pub fn requeue_after_for_progress(
 /// Whether two statuses are the same as far as the API server can tell: the counts it omits when zero
 /// (`replicas`, `observedGeneration`, ...) equal 0, and no conditions equals an empty list. Compare the
 /// computed status with the stored one through this, not `==`, or every sync would write.
-pub fn deployment_status_equal(a: &DeploymentStatus, b: &DeploymentStatus) -> bool {
+pub(crate) fn deployment_status_equal(a: &DeploymentStatus, b: &DeploymentStatus) -> bool {
     normalized(a) == normalized(b)
 }
 
 /// `status` as the Deployment `d` of `family` stores it: with `status.selector` for a copy (what its scale
 /// subresource reports to HorizontalPodAutoscalers), without for apps/v1.
-pub fn with_status_selector(
+pub(crate) fn with_status_selector(
     d: &DeploymentObject,
     family: ApiFamily,
     status: DeploymentStatus,
@@ -284,7 +284,7 @@ pub fn with_status_selector(
 /// Whether the stored status must be replaced by `new`: it differs in what [`deployment_status_equal`]
 /// compares, or in the selector (a copy stored by an older version or by another writer gets its selector
 /// without waiting for a count to change).
-pub fn status_needs_write(
+pub(crate) fn status_needs_write(
     stored: Option<&StatusWithSelector<DeploymentStatus>>,
     new: &StatusWithSelector<DeploymentStatus>,
 ) -> bool {
@@ -315,7 +315,10 @@ fn normalized(s: &DeploymentStatus) -> DeploymentStatus {
 /// ([`crate::hash::selects_on_pod_template_hash`]): Progressing False with mini-kcm's reason
 /// `SelectorUsesPodTemplateHash`, and this generation observed. Unchanged when already so marked, so the
 /// controller writes once, not on every sync.
-pub fn refused_for_pod_template_hash(d: &DeploymentObject, now: Timestamp) -> DeploymentObject {
+pub(crate) fn refused_for_pod_template_hash(
+    d: &DeploymentObject,
+    now: Timestamp,
+) -> DeploymentObject {
     let mut refused = d.clone();
     let generation = refused.metadata.generation;
     let status = refused.status.get_or_insert_with(Default::default);

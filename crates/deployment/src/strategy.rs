@@ -27,7 +27,7 @@ pub(crate) fn saturating_sum(values: impl IntoIterator<Item = i32>) -> i32 {
 /// down, an absent value is 0. Both resolving to 0 (validation forbids it explicitly, but rounding down
 /// can produce it) makes unavailable 1, so the rollout can proceed even where surge pods cannot be
 /// scheduled (e.g. quota).
-pub fn resolve_fenceposts(
+pub(crate) fn resolve_fenceposts(
     max_surge: Option<&IntOrString>,
     max_unavailable: Option<&IntOrString>,
     desired: i32,
@@ -46,7 +46,7 @@ pub fn resolve_fenceposts(
 }
 
 /// Whether the Deployment uses the RollingUpdate strategy.
-pub fn is_rolling_update(d: &DeploymentObject) -> bool {
+pub(crate) fn is_rolling_update(d: &DeploymentObject) -> bool {
     strategy_type(d) == ROLLING_UPDATE_STRATEGY
 }
 
@@ -70,7 +70,7 @@ fn fenceposts(d: &DeploymentObject) -> (i32, i32) {
 
 /// The pods a rolling Deployment may have unavailable: 0 for Recreate or 0 replicas, at most
 /// `spec.replicas`.
-pub fn max_unavailable(d: &DeploymentObject) -> i32 {
+pub(crate) fn max_unavailable(d: &DeploymentObject) -> i32 {
     let replicas = deployment_replicas(d);
     if !is_rolling_update(d) || replicas == 0 {
         return 0;
@@ -78,8 +78,9 @@ pub fn max_unavailable(d: &DeploymentObject) -> i32 {
     fenceposts(d).1.min(replicas)
 }
 
+#[cfg(test)]
 /// The pods a rolling Deployment must keep available (0 for Recreate).
-pub fn min_available(d: &DeploymentObject) -> i32 {
+pub(crate) fn min_available(d: &DeploymentObject) -> i32 {
     if !is_rolling_update(d) {
         return 0;
     }
@@ -87,7 +88,7 @@ pub fn min_available(d: &DeploymentObject) -> i32 {
 }
 
 /// The pods a rolling Deployment may run above `spec.replicas` (0 for Recreate).
-pub fn max_surge(d: &DeploymentObject) -> i32 {
+pub(crate) fn max_surge(d: &DeploymentObject) -> i32 {
     if !is_rolling_update(d) {
         return 0;
     }

@@ -13,12 +13,12 @@ use kube::api::ObjectMeta;
 
 use crate::{DeploymentObject, ReplicaSetObject};
 
-pub fn ts(s: &str) -> Timestamp {
+pub(crate) fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
 /// Upstream's `newDeployment`: RollingUpdate with integer maxSurge / maxUnavailable, one container.
-pub fn deployment(
+pub(crate) fn deployment(
     name: &str,
     replicas: i32,
     max_surge: i32,
@@ -32,7 +32,7 @@ pub fn deployment(
     )
 }
 
-pub fn deployment_with(
+pub(crate) fn deployment_with(
     name: &str,
     replicas: i32,
     max_surge: Option<IntOrString>,
@@ -81,7 +81,7 @@ pub fn deployment_with(
     }
 }
 
-pub fn recreate(mut d: DeploymentObject) -> DeploymentObject {
+pub(crate) fn recreate(mut d: DeploymentObject) -> DeploymentObject {
     d.spec.strategy = Some(DeploymentStrategy {
         type_: Some("Recreate".to_string()),
         rolling_update: None,
@@ -90,7 +90,7 @@ pub fn recreate(mut d: DeploymentObject) -> DeploymentObject {
 }
 
 /// Upstream's `rs(name, replicas, nil, noTimestamp)`: no template, no status.
-pub fn rs(name: &str, replicas: i32) -> ReplicaSetObject {
+pub(crate) fn rs(name: &str, replicas: i32) -> ReplicaSetObject {
     ReplicaSetObject {
         types: None,
         metadata: ObjectMeta {
@@ -107,14 +107,18 @@ pub fn rs(name: &str, replicas: i32) -> ReplicaSetObject {
 }
 
 /// `rs` with a creation timestamp.
-pub fn rs_at(name: &str, replicas: i32, created: &str) -> ReplicaSetObject {
+pub(crate) fn rs_at(name: &str, replicas: i32, created: &str) -> ReplicaSetObject {
     let mut r = rs(name, replicas);
     r.metadata.creation_timestamp = Some(Time(ts(created)));
     r
 }
 
 /// Sets status.replicas and status.availableReplicas (ready = available).
-pub fn with_status(mut r: ReplicaSetObject, replicas: i32, available: i32) -> ReplicaSetObject {
+pub(crate) fn with_status(
+    mut r: ReplicaSetObject,
+    replicas: i32,
+    available: i32,
+) -> ReplicaSetObject {
     r.status = Some(From::from(ReplicaSetStatus {
         replicas,
         ready_replicas: Some(available),
@@ -124,14 +128,17 @@ pub fn with_status(mut r: ReplicaSetObject, replicas: i32, available: i32) -> Re
     r
 }
 
-pub fn with_available(mut r: ReplicaSetObject, available: i32) -> ReplicaSetObject {
+pub(crate) fn with_available(mut r: ReplicaSetObject, available: i32) -> ReplicaSetObject {
     r.status
         .get_or_insert_with(Default::default)
         .available_replicas = Some(available);
     r
 }
 
-pub fn with_annotations(mut r: ReplicaSetObject, pairs: &[(&str, &str)]) -> ReplicaSetObject {
+pub(crate) fn with_annotations(
+    mut r: ReplicaSetObject,
+    pairs: &[(&str, &str)],
+) -> ReplicaSetObject {
     let a = r.metadata.annotations.get_or_insert_with(BTreeMap::new);
     for (k, v) in pairs {
         a.insert(k.to_string(), v.to_string());
@@ -139,13 +146,13 @@ pub fn with_annotations(mut r: ReplicaSetObject, pairs: &[(&str, &str)]) -> Repl
     r
 }
 
-pub fn with_uid(mut r: ReplicaSetObject, uid: &str) -> ReplicaSetObject {
+pub(crate) fn with_uid(mut r: ReplicaSetObject, uid: &str) -> ReplicaSetObject {
     r.metadata.uid = Some(uid.to_string());
     r
 }
 
 /// A ReplicaSet carrying the Deployment's template (optionally with a hash label).
-pub fn rs_for(
+pub(crate) fn rs_for(
     d: &DeploymentObject,
     name: &str,
     replicas: i32,

@@ -135,7 +135,7 @@ impl LocalPlane {
 
     /// Writes a marker key to etcd (so that its revision moves past anything a client has seen), then
     /// compacts etcd to that revision and returns it: every older revision is gone.
-    pub async fn compact_etcd(&self) -> Result<i64, PlaneError> {
+    pub(crate) async fn compact_etcd(&self) -> Result<i64, PlaneError> {
         let port = self
             .info
             .ports

@@ -10,13 +10,13 @@
 use crate::{KWOK_STAGES, PlaneError};
 
 /// Set to `off` to start planes without the kubelet rules.
-pub const KUBELET_RULES_ENV: &str = "MINI_KCM_KUBELET_RULES";
+pub(crate) const KUBELET_RULES_ENV: &str = "MINI_KCM_KUBELET_RULES";
 /// A regular expression (Go RE2 syntax, evaluated by kwok's jq `test`) for image names that cannot be
 /// pulled; replaces [`DEFAULT_UNPULLABLE_IMAGES`].
-pub const UNPULLABLE_IMAGES_ENV: &str = "MINI_KCM_UNPULLABLE_IMAGES";
+pub(crate) const UNPULLABLE_IMAGES_ENV: &str = "MINI_KCM_UNPULLABLE_IMAGES";
 /// The images the upstream e2e suites use when they need a rollout that never becomes available
 /// (`webserver:404`, `foo:non-existent`, `...:nonexistent`).
-pub const DEFAULT_UNPULLABLE_IMAGES: &str = "(:404$)|non-?existent";
+pub(crate) const DEFAULT_UNPULLABLE_IMAGES: &str = "(:404$)|non-?existent";
 /// Every stage whose name starts with this is a kubelet rule.
 const RULE_PREFIX: &str = "kubelet-";
 
@@ -38,7 +38,7 @@ impl Default for KubeletRules {
 impl KubeletRules {
     /// The rules as [`KUBELET_RULES_ENV`] and [`UNPULLABLE_IMAGES_ENV`] ask (on, default pattern, when
     /// unset).
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         Self::from_values(
             std::env::var(KUBELET_RULES_ENV).ok().as_deref(),
             std::env::var(UNPULLABLE_IMAGES_ENV).ok().as_deref(),
@@ -58,7 +58,7 @@ impl KubeletRules {
     }
 
     /// The kwok stage file for a plane with these rules.
-    pub fn stage_file(&self) -> Result<String, PlaneError> {
+    pub(crate) fn stage_file(&self) -> Result<String, PlaneError> {
         match self {
             KubeletRules::Off => Ok(split_stages(KWOK_STAGES)
                 .filter(|stage| !stage_name(stage).is_some_and(|n| n.starts_with(RULE_PREFIX)))

@@ -15,6 +15,16 @@
 //! let client = plane.client().await?;
 //! # let _ = client; plane.stop().await; Ok(()) }
 //! ```
+//!
+//! Where to start reading: `plane.rs` (`LocalPlane::start`: the components in dependency order, each
+//! waited for by its health endpoint, then the nodes), `process.rs` (how a component runs and dies with
+//! its parent), `binaries.rs` and `versions.rs` (building and caching the binaries), `pki.rs` (the
+//! certificates). The API is the `pub use` list below and [`nodes`]; everything else is private.
+
+// The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
+#![warn(unreachable_pub)]
+// Docs link private items where that is where the reader should go: `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod binaries;
 mod error;
@@ -32,29 +42,18 @@ mod versions;
 
 pub use binaries::Binaries;
 pub use error::PlaneError;
-pub use kubelet_rules::{
-    DEFAULT_UNPULLABLE_IMAGES, KUBELET_RULES_ENV, KubeletRules, UNPULLABLE_IMAGES_ENV,
-};
 pub use pki::REAL_NODE_NAME;
 pub use plane::{Component, LocalPlane, PlaneInfo, PlaneOptions, UpstreamWorkloadControllers};
 pub use plane::{REPLACED_CONTROLLERS, client_from_kubeconfig, config_from_kubeconfig};
 pub use ports::port_in_use;
 pub use process::ManagedProcess;
 pub use real_node::{
-    BRIDGE as REAL_NODE_BRIDGE, CGROUP_ROOT as REAL_NODE_CGROUP_ROOT, NODE_TOOLS_IMAGE,
-    REAL_NODE_TAINT, RealNodeInfo, RealNodeOptions,
+    CGROUP_ROOT as REAL_NODE_CGROUP_ROOT, NODE_TOOLS_IMAGE, REAL_NODE_TAINT, RealNodeOptions,
 };
 pub use versions::VersionSet;
 
 /// The kwok stage file the simulated nodes run (documented in `deploy/kwok/stages.yaml`).
-pub const KWOK_STAGES: &str = include_str!("../../../deploy/kwok/stages.yaml");
-
-/// The label that selects an opt-in kwok pod behaviour (`never-ready`, `fail`).
-pub const KWOK_BEHAVIOUR_LABEL: &str = "minikcm.dev/kwok-behaviour";
-/// The annotation that delays readiness of a pod (a Go duration such as `5s`).
-pub const KWOK_READY_AFTER_ANNOTATION: &str = "minikcm.dev/ready-after";
-/// The annotation that delays the failure of a pod labelled `fail` (a Go duration).
-pub const KWOK_FAIL_AFTER_ANNOTATION: &str = "minikcm.dev/fail-after";
+pub(crate) const KWOK_STAGES: &str = include_str!("../../../deploy/kwok/stages.yaml");
 
 /// The log filter used when `RUST_LOG` is unset. kube's client logs every failed request at error level,
 /// which while polling a starting component is expected noise; the callers report real failures.

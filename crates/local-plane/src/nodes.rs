@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::PlaneError;
 
 /// The annotation kwok's documentation puts on the nodes it simulates.
-pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+pub(crate) const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 const NOT_SCHEDULABLE_TAINTS: [&str; 2] = [
     "node.kubernetes.io/not-ready",
@@ -136,7 +136,7 @@ pub async fn set_taints(client: &Client, name: &str, taints: &[Taint]) -> Result
 }
 
 /// Whether a node is Ready and schedulable.
-pub fn is_ready_and_schedulable(node: &Node) -> bool {
+pub(crate) fn is_ready_and_schedulable(node: &Node) -> bool {
     let ready = node
         .status
         .as_ref()
@@ -152,7 +152,7 @@ pub fn is_ready_and_schedulable(node: &Node) -> bool {
 }
 
 /// Ok(true) once every named node is Ready and schedulable.
-pub async fn all_ready(client: &Client, names: &[String]) -> Result<bool, String> {
+pub(crate) async fn all_ready(client: &Client, names: &[String]) -> Result<bool, String> {
     let api = Api::<Node>::all(client.clone());
     for name in names {
         match api.get_opt(name).await {

@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::health::{https_ok, plain_http_get, wait_until};
+use crate::kubelet_rules::KubeletRules;
 use crate::pki::{self, PkiFiles};
 use crate::ports::free_ports;
 use crate::process::Recipe;
 use crate::process::log_tail;
 use crate::real_node::{self, RealNode, RealNodeInfo, RealNodeOptions};
 use crate::state_dir::StateDir;
-use crate::{Binaries, KubeletRules, ManagedProcess, PlaneError, nodes};
+use crate::{Binaries, ManagedProcess, PlaneError, nodes};
 
 /// Whether kube-controller-manager also runs its own Deployment, ReplicaSet and DaemonSet controllers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

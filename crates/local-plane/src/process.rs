@@ -149,7 +149,7 @@ impl ManagedProcess {
     }
 
     /// [`ManagedProcess::stop`] for code that cannot await (teardown from `Drop`).
-    pub fn stop_blocking(mut self, grace: Duration) {
+    pub(crate) fn stop_blocking(mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
         let deadline = std::time::Instant::now() + grace;
         while self.exited().is_none() {

@@ -67,7 +67,7 @@ pub enum LeaderElectionError {
 }
 
 /// Where the Lease lives: the API server, or memory in unit tests.
-pub trait LeaseStore: Send + Sync {
+pub(crate) trait LeaseStore: Send + Sync {
     /// The Lease, `None` when it does not exist.
     fn get(&self) -> impl Future<Output = Result<Option<Lease>, kube::Error>> + Send;
     fn create(&self, lease: &Lease) -> impl Future<Output = Result<Lease, kube::Error>> + Send;
@@ -76,13 +76,13 @@ pub trait LeaseStore: Send + Sync {
 }
 
 /// The Lease through the API server.
-pub struct ApiLeaseStore {
+pub(crate) struct ApiLeaseStore {
     api: Api<Lease>,
     name: String,
 }
 
 impl ApiLeaseStore {
-    pub fn new(client: kube::Client, config: &LeaderElectionConfig) -> Self {
+    pub(crate) fn new(client: kube::Client, config: &LeaderElectionConfig) -> Self {
         ApiLeaseStore {
             api: Api::namespaced(client, &config.lease_namespace),
             name: config.lease_name.clone(),
@@ -106,7 +106,7 @@ impl LeaseStore for ApiLeaseStore {
 
 /// What others can see of the election (health checks, metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaderState {
+pub(crate) enum LeaderState {
     Standby,
     Leading {
         /// When the last successful renewal started.
@@ -116,7 +116,7 @@ pub enum LeaderState {
 }
 
 /// One replica's elector.
-pub struct LeaderElector<S> {
+pub(crate) struct LeaderElector<S> {
     config: LeaderElectionConfig,
     store: S,
     fence: WriteFence,
@@ -126,7 +126,7 @@ pub struct LeaderElector<S> {
 }
 
 impl<S: LeaseStore> LeaderElector<S> {
-    pub fn new(
+    pub(crate) fn new(
         config: LeaderElectionConfig,
         store: S,
         fence: WriteFence,
@@ -147,13 +147,16 @@ impl<S: LeaseStore> LeaderElector<S> {
     }
 
     /// Follows the election's state.
-    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaderState> {
         self.state.subscribe()
     }
 
     /// Campaigns until this replica leads, then renews until it loses (the error) or `stop` completes
     /// (then it releases the Lease so a standby takes over at once, and returns `Ok`).
-    pub async fn run(&mut self, stop: impl Future<Output = ()>) -> Result<(), LeaderElectionError> {
+    pub(crate) async fn run(
+        &mut self,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(), LeaderElectionError> {
         tokio::pin!(stop);
         let outcome = tokio::select! {
             outcome = self.lead() => outcome,
@@ -358,7 +361,7 @@ fn jittered_below(period: Duration) -> Duration {
 
 /// This replica's identity: the pod (or host) name and a random suffix, as kube-controller-manager
 /// forms it, so a restarted pod with the same name is a new candidate.
-pub fn default_identity() -> String {
+pub(crate) fn default_identity() -> String {
     let base = std::env::var("POD_NAME")
         .ok()
         .filter(|n| !n.is_empty())

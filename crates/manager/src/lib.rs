@@ -4,12 +4,21 @@
 //! all controllers, one API client per controller (rate limit, User-Agent, request metrics, write
 //! fence), leader election, `/metrics`, `/healthz` and `/readyz`, and an orderly shutdown (stop handing
 //! out work, let in-flight syncs finish, release the lease).
+//!
+//! Where to start reading: [`run`] (this file) builds the informers, clients and controllers from the
+//! descriptor table `CONTROLLERS`, serves `/metrics` (`http.rs`), and runs the controllers under
+//! leader election (`leader_election.rs`); `live_view.rs` and `object_view.rs` are what the live view and
+//! `mini-kcm explain` show. The API is [`run`] with its [`ManagerOptions`], and the view types `mini-kcm
+//! explain` reads; everything else is private.
+
+// The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
+#![warn(unreachable_pub)]
 
 mod delegated_auth;
 mod http;
-pub mod leader_election;
+mod leader_election;
 mod live_view;
-pub mod object_view;
+mod object_view;
 mod options;
 mod serving_cert;
 mod version;
@@ -33,13 +42,15 @@ use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 pub use delegated_auth::AlwaysAllowPaths;
-use leader_election::{ApiLeaseStore, LeaderElectionError, LeaderElector, LeaderState};
+use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
+pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
 use live_view::{LiveView, Running};
-pub use options::{
-    ControllerName, DEFAULT_MIN_RESYNC_PERIOD, Kinds, ManagerOptions, SecureServing,
+pub use object_view::{
+    ConditionEntry, KeyQueueState, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
 };
+pub use options::{ControllerName, Kinds, ManagerOptions, SecureServing};
 pub use serving_cert::{ServingCert, ServingCertError};
-pub use version::VERSION;
+pub use version::{VERSION, Version};
 
 /// Why the manager could not run, or stopped.
 #[derive(Debug, thiserror::Error)]

@@ -48,7 +48,7 @@ pub(crate) struct Running {
 }
 
 impl LiveView {
-    pub fn new(decisions: DecisionLog) -> Self {
+    pub(crate) fn new(decisions: DecisionLog) -> Self {
         LiveView {
             decisions,
             running: Arc::default(),
@@ -56,12 +56,12 @@ impl LiveView {
     }
 
     /// Makes the built controllers and their informers visible (once).
-    pub fn attach(&self, running: Running) {
+    pub(crate) fn attach(&self, running: Running) {
         let _ = self.running.set(running);
     }
 
     /// Controllers, queues, expectations and informers right now.
-    pub fn state(&self) -> ManagerView {
+    pub(crate) fn state(&self) -> ManagerView {
         let (controllers, informers) = match self.running.get() {
             Some(running) => (
                 running.controllers.iter().map(|c| c.inspect()).collect(),
@@ -76,12 +76,15 @@ impl LiveView {
         }
     }
 
-    pub fn decisions(&self, filter: &DecisionFilter) -> Vec<mini_kcm_runtime::decisions::Decision> {
+    pub(crate) fn decisions(
+        &self,
+        filter: &DecisionFilter,
+    ) -> Vec<mini_kcm_runtime::decisions::Decision> {
         self.decisions.recent(filter)
     }
 
     /// One object with what it owns in the caches, its queue state, expectations and decisions.
-    pub fn object(&self, query: &ObjectQuery) -> Result<ObjectView, ObjectQueryError> {
+    pub(crate) fn object(&self, query: &ObjectQuery) -> Result<ObjectView, ObjectQueryError> {
         let kind = ViewedKind::parse(&query.kind)
             .ok_or_else(|| ObjectQueryError::UnknownKind(query.kind.clone()))?;
         let family = match query.family.as_deref().unwrap_or("apps") {

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 /// `?kind=&family=&namespace=&name=`: which object to show.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectQuery {
+pub(crate) struct ObjectQuery {
     /// `Deployment`, `ReplicaSet` or `DaemonSet` (case-insensitive; `deploy`, `rs`, `ds` too).
     pub kind: String,
     /// `apps` (default) or `copies`.
@@ -45,7 +45,7 @@ pub enum ViewedKind {
 
 impl ViewedKind {
     /// Reads `Deployment`, `deployments`, `deploy`, `rs`, `ds`, ... (as kubectl's short names).
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text.to_ascii_lowercase().as_str() {
             "deployment" | "deployments" | "deploy" => Some(ViewedKind::Deployment),
             "replicaset" | "replicasets" | "rs" => Some(ViewedKind::ReplicaSet),
@@ -63,7 +63,7 @@ impl ViewedKind {
     }
 
     /// The controller's name in views and decisions.
-    pub fn controller(self) -> &'static str {
+    pub(crate) fn controller(self) -> &'static str {
         match self {
             ViewedKind::Deployment => "deployment",
             ViewedKind::ReplicaSet => "replicaset",
@@ -134,7 +134,7 @@ pub enum KeyQueueState {
 
 impl KeyQueueState {
     /// Finds `key` (`namespace/name`) in a controller's queue view.
-    pub fn find(view: &ControllerView, key: &str) -> Self {
+    pub(crate) fn find(view: &ControllerView, key: &str) -> Self {
         let queue = &view.queue;
         if queue.in_flight.iter().any(|k| k == key) {
             return KeyQueueState::InFlight;
@@ -226,7 +226,7 @@ impl ConditionEntry {
 }
 
 /// What a view shows of a Deployment itself: paused, its revision and its conditions.
-pub fn deployment_facts(
+pub(crate) fn deployment_facts(
     d: &DeploymentObject,
 ) -> (Option<bool>, Option<String>, Vec<ConditionEntry>) {
     let paused = Some(d.spec.paused == Some(true));
@@ -280,7 +280,7 @@ const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 /// `Kind/name` of the controller owner reference.
-pub fn owner_of(meta: &ObjectMeta) -> Option<String> {
+pub(crate) fn owner_of(meta: &ObjectMeta) -> Option<String> {
     controller_ref(meta).map(|r| format!("{}/{}", r.kind, r.name))
 }
 
@@ -289,7 +289,7 @@ fn label(meta: &ObjectMeta, key: &str) -> Option<String> {
 }
 
 impl PodEntry {
-    pub fn of(pod: &CachedPod) -> Self {
+    pub(crate) fn of(pod: &CachedPod) -> Self {
         PodEntry {
             name: pod.metadata.name.clone().unwrap_or_default(),
             owner: owner_of(&pod.metadata),
@@ -303,7 +303,7 @@ impl PodEntry {
     }
 
     /// The first [`LIST_LIMIT`] of `pods` by name, and how many were left out.
-    pub fn list(pods: &[Arc<CachedPod>]) -> (Vec<PodEntry>, usize) {
+    pub(crate) fn list(pods: &[Arc<CachedPod>]) -> (Vec<PodEntry>, usize) {
         let mut entries: Vec<PodEntry> = pods.iter().map(|p| PodEntry::of(p)).collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let omitted = entries.len().saturating_sub(LIST_LIMIT);
@@ -314,7 +314,7 @@ impl PodEntry {
 
 impl ReplicaSetEntry {
     /// The entry of `rs` with its pods.
-    pub fn of(rs: &ReplicaSetObject, pods: &[Arc<CachedPod>]) -> Self {
+    pub(crate) fn of(rs: &ReplicaSetObject, pods: &[Arc<CachedPod>]) -> Self {
         let status = rs.status.as_ref();
         let (pods, pods_omitted) = PodEntry::list(pods);
         ReplicaSetEntry {
@@ -336,7 +336,7 @@ impl ReplicaSetEntry {
     }
 
     /// Newest revision first (a missing or unparsable revision last), then by name.
-    pub fn sort(entries: &mut [ReplicaSetEntry]) {
+    pub(crate) fn sort(entries: &mut [ReplicaSetEntry]) {
         let revision = |e: &ReplicaSetEntry| {
             e.revision
                 .as_deref()

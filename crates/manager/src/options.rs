@@ -20,7 +20,7 @@ pub enum Kinds {
 }
 
 impl Kinds {
-    pub fn families(self) -> Vec<ApiFamily> {
+    pub(crate) fn families(self) -> Vec<ApiFamily> {
         match self {
             Kinds::Apps => vec![ApiFamily::Apps],
             Kinds::Copies => vec![ApiFamily::Copies],
@@ -97,7 +97,7 @@ pub struct SecureServing {
 }
 
 /// kube-controller-manager's default `--min-resync-period`.
-pub const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
+pub(crate) const DEFAULT_MIN_RESYNC_PERIOD: Duration = Duration::from_secs(12 * 3600);
 
 impl Default for ManagerOptions {
     fn default() -> Self {
@@ -123,7 +123,7 @@ impl Default for ManagerOptions {
 
 impl ManagerOptions {
     /// Whether `controller` is enabled by `--controllers` (later entries win, `*` enables all).
-    pub fn enabled(&self, controller: ControllerName) -> bool {
+    pub(crate) fn enabled(&self, controller: ControllerName) -> bool {
         let mut on = false;
         for entry in &self.controllers {
             let entry = entry.trim();
@@ -141,13 +141,6 @@ impl ManagerOptions {
             }
         }
         on
-    }
-
-    pub fn enabled_controllers(&self) -> Vec<ControllerName> {
-        ControllerName::ALL
-            .into_iter()
-            .filter(|c| self.enabled(*c))
-            .collect()
     }
 }
 

@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_local_plane::Binaries;
-use mini_kcm_manager::object_view::{ObjectView, PodEntry, ViewedKind};
+use mini_kcm_manager::{ObjectView, PodEntry, ViewedKind};
 use mini_kcm_runtime::decisions::{Decision, Outcome};
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -452,7 +452,7 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use mini_kcm_manager::object_view::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
+    use mini_kcm_manager::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
     use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, Write};
 
     fn decision() -> Decision {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use mini_kcm_manager::leader_election::LeaderElectionConfig;
+use mini_kcm_manager::LeaderElectionConfig;
 use mini_kcm_manager::{AlwaysAllowPaths, Kinds, ManagerOptions, SecureServing, ServingCert};
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -14,7 +14,7 @@ use mini_kcm_runtime::pods::ranking::{
 
 /// The decision of one sync.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ReplicaPlan {
+pub(crate) enum ReplicaPlan {
     /// As many active pods as wanted.
     Steady,
     /// Create `count` pods (at most the burst) because there are `active` of `desired`.
@@ -38,7 +38,7 @@ pub enum ReplicaPlan {
 /// scaling down). At most `burst` pods per sync.
 ///
 /// upstream: manageReplicas (its decision)
-pub fn plan_replicas(
+pub(crate) fn plan_replicas(
     desired: usize,
     active: &[Arc<CachedPod>],
     related: impl FnOnce() -> Vec<Arc<CachedPod>>,

@@ -16,12 +16,12 @@ use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use mini_kcm_runtime::selector::Selector;
 
 /// The condition type upstream sets when pods cannot be created or deleted.
-pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+pub(crate) const REPLICA_FAILURE: &str = "ReplicaFailure";
 
 /// What went wrong while managing replicas, for the `ReplicaFailure` condition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct ManageFailure {
+pub(crate) struct ManageFailure {
     /// `FailedCreate` (too few pods) or `FailedDelete` (too many).
     pub reason: &'static str,
     pub message: String,
@@ -29,7 +29,7 @@ pub struct ManageFailure {
 
 /// The status the ReplicaSet of `family` should have, given its active claimed pods, its terminating pods
 /// and the outcome of managing replicas. Conditions other than `ReplicaFailure` are kept as they are.
-pub fn calculate_status(
+pub(crate) fn calculate_status(
     rs: &ReplicaSetObject,
     family: ApiFamily,
     active: &[Arc<CachedPod>],
@@ -105,7 +105,10 @@ fn count(n: usize) -> i32 {
 
 /// Whether `new` differs from the stored status in anything upstream compares (counts, conditions) or
 /// the spec generation has not been observed yet, or (copies only) in the selector.
-pub fn status_changed(rs: &ReplicaSetObject, new: &StatusWithSelector<ReplicaSetStatus>) -> bool {
+pub(crate) fn status_changed(
+    rs: &ReplicaSetObject,
+    new: &StatusWithSelector<ReplicaSetStatus>,
+) -> bool {
     let old = rs.status.clone().unwrap_or_default();
     if old.selector != new.selector {
         return true;

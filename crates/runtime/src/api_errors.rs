@@ -13,7 +13,7 @@ pub fn is_conflict(e: &kube::Error) -> bool {
 }
 
 /// 422: the request is invalid — including a JSON patch whose `test` operation failed.
-pub fn is_invalid(e: &kube::Error) -> bool {
+pub(crate) fn is_invalid(e: &kube::Error) -> bool {
     status_code(e) == Some(422)
 }
 

@@ -61,7 +61,7 @@ pub struct ControllerClientOptions {
 
 impl ControllerClientOptions {
     /// The User-Agent header: product/version, then who and which controller, as client-go formats it.
-    pub fn user_agent(&self) -> String {
+    pub(crate) fn user_agent(&self) -> String {
         format!(
             "mini-kcm/v{} ({}) {}",
             env!("CARGO_PKG_VERSION"),
@@ -103,23 +103,6 @@ pub fn controller_client(
     Ok(builder.build())
 }
 
-/// A client with only a rate limit (tests and tools).
-pub fn rate_limited_client(
-    config: kube::Config,
-    limit: ClientRateLimit,
-) -> Result<kube::Client, kube::Error> {
-    controller_client(
-        config,
-        &ControllerClientOptions {
-            name: "client".into(),
-            identity: "local".into(),
-            budget: RequestBudget::new(limit),
-            metrics: None,
-            fence: None,
-        },
-    )
-}
-
 /// A client whose every request fails at once (nothing listens on loopback's discard port): unit tests of
 /// controllers use it to prove that a sync makes no API call, and to see the calls it attempts fail.
 pub fn unreachable_client() -> Result<kube::Client, kube::Error> {
@@ -153,7 +136,7 @@ impl RequestBudget {
     /// the controller's other requests: until the bucket is at least half full (counting the tokens
     /// already reserved), or until `deadline`, whichever comes first. Reserves nothing; the request
     /// then reserves its token as any request does.
-    pub async fn wait_for_spare_tokens(&self, deadline: Instant) {
+    pub(crate) async fn wait_for_spare_tokens(&self, deadline: Instant) {
         let Some(bucket) = &self.bucket else {
             return;
         };
@@ -172,17 +155,18 @@ impl RequestBudget {
 
 /// A tower layer that spaces requests by a token bucket (none when qps <= 0).
 #[derive(Clone)]
-pub struct RateLimitLayer {
+pub(crate) struct RateLimitLayer {
     bucket: Option<Arc<BucketRateLimiter>>,
 }
 
 impl RateLimitLayer {
-    pub fn new(limit: ClientRateLimit) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(limit: ClientRateLimit) -> Self {
         RateLimitLayer::from_budget(&RequestBudget::new(limit))
     }
 
     /// Requests draw from `budget` (shared with whoever else holds it).
-    pub fn from_budget(budget: &RequestBudget) -> Self {
+    pub(crate) fn from_budget(budget: &RequestBudget) -> Self {
         RateLimitLayer {
             bucket: budget.bucket.clone(),
         }
@@ -203,7 +187,7 @@ impl<S> Layer<S> for RateLimitLayer {
 }
 
 /// The service of [`RateLimitLayer`]: `poll_ready` waits for a token, then for the inner service.
-pub struct RateLimited<S> {
+pub(crate) struct RateLimited<S> {
     inner: S,
     bucket: Option<Arc<BucketRateLimiter>>,
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -288,7 +272,7 @@ impl WriteFence {
 /// Why a request was not sent.
 #[derive(Debug, thiserror::Error)]
 #[error("not sent: this process does not hold the leader lease (write fenced)")]
-pub struct Fenced;
+pub(crate) struct Fenced;
 
 #[derive(Clone)]
 struct FenceLayer {

@@ -22,7 +22,7 @@ pub struct StaleSyncSkips(prometheus::IntCounterVec);
 
 impl StaleSyncSkips {
     /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub fn register(
+    pub(crate) fn register(
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
@@ -39,7 +39,7 @@ impl StaleSyncSkips {
     }
 
     /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         let counter = prometheus::IntCounterVec::new(
             prometheus::Opts::new("unregistered", "unregistered"),
             &["group", "resource"],
@@ -54,7 +54,7 @@ impl StaleSyncSkips {
 }
 
 /// Reads how far an informer's watch has got (see `Informer::observed_resource_version`).
-pub type ObservedVersion = Arc<dyn Fn() -> u64 + Send + Sync>;
+pub(crate) type ObservedVersion = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// Per owner key, the resourceVersions written per kind that the caches must reach before a sync.
 #[derive(Clone, Default)]
@@ -77,7 +77,7 @@ impl ConsistencyStore {
     }
 
     /// Declares how far the cache of `K` has got (for tests: any function).
-    pub fn track_with<K: 'static>(&self, observed: ObservedVersion) {
+    pub(crate) fn track_with<K: 'static>(&self, observed: ObservedVersion) {
         self.lock().kinds.insert(TypeId::of::<K>(), observed);
     }
 

@@ -31,13 +31,13 @@ use serde::{Deserialize, Serialize};
 use crate::controller::key::ObjectKey;
 
 /// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
-pub const MAX_LINES: usize = 24;
+pub(crate) const MAX_LINES: usize = 24;
 /// Longest line kept, in bytes (longer ones are cut at a character boundary and marked with `…`).
-pub const MAX_LINE_BYTES: usize = 240;
+pub(crate) const MAX_LINE_BYTES: usize = 240;
 /// Most writes kept per decision (a sync creating 500 pods keeps the first ones and a count).
-pub const MAX_WRITES: usize = 24;
+pub(crate) const MAX_WRITES: usize = 24;
 /// Most nodes kept in a DaemonSet's node → pod map.
-pub const MAX_NODES: usize = 500;
+pub(crate) const MAX_NODES: usize = 500;
 
 /// How much the log keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,8 +288,9 @@ impl DecisionLog {
             .and_then(|h| h.nodes.clone())
     }
 
+    #[cfg(test)]
     /// How many decisions the log holds now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.as_ref().map_or(0, |inner| {
             lock(inner)
                 .objects
@@ -299,12 +300,13 @@ impl DecisionLog {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Starts the draft of one sync of `key` (the worker calls this; `None` when disabled).
-    pub fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
+    pub(crate) fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
         self.inner.as_ref()?;
         Some(Draft {
             shared: Arc::new(Mutex::new(DraftState::default())),
@@ -315,7 +317,7 @@ impl DecisionLog {
     }
 
     /// Files a finished draft, if it decided anything or failed; a node map is kept either way.
-    pub fn file(&self, draft: Draft, failure: Option<String>) {
+    pub(crate) fn file(&self, draft: Draft, failure: Option<String>) {
         let Some(inner) = &self.inner else {
             return;
         };
@@ -430,7 +432,7 @@ pub struct Draft {
 
 impl Draft {
     /// Runs `sync` with this draft as the current one, so the recording functions reach it.
-    pub async fn scope<F: Future>(&self, sync: F) -> F::Output {
+    pub(crate) async fn scope<F: Future>(&self, sync: F) -> F::Output {
         CURRENT.scope(self.shared.clone(), sync).await
     }
 }

@@ -34,11 +34,11 @@ const SPAM_BURST: f64 = 25.0;
 /// client-go's `defaultSpamQPS` (one event per 5 minutes).
 const SPAM_REFILL_PER_SECOND: f64 = 1.0 / 300.0;
 /// The message prefix of an aggregated event (client-go's `EventAggregatorByReasonMessageFunc`).
-pub const COMBINED_PREFIX: &str = "(combined from similar events): ";
+pub(crate) const COMBINED_PREFIX: &str = "(combined from similar events): ";
 
 /// What the correlator needs to know about an event (the fields client-go's keys are made of).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventIdentity {
+pub(crate) struct EventIdentity {
     /// The reporting component (`source.component`).
     pub component: String,
     pub kind: String,
@@ -78,7 +78,7 @@ impl EventIdentity {
 
 /// A table key: a hash of the fields client-go joins into its key string (see the module header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Fingerprint(u64);
+pub(crate) struct Fingerprint(u64);
 
 impl Fingerprint {
     fn of(fields: &[&str]) -> Self {
@@ -99,7 +99,7 @@ impl Fingerprint {
 
 /// The write to make for one recorded event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Correlated {
+pub(crate) enum Correlated {
     /// Create a new Event named `<object name>.<name_suffix>` with count 1.
     Create { message: String, series: SeriesId },
     /// Patch the Event that `series` created: new count, message and last timestamp.
@@ -114,7 +114,7 @@ pub enum Correlated {
 
 /// Names the Event a series of writes goes to: the publisher remembers the name it created under it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SeriesId(pub Fingerprint);
+pub(crate) struct SeriesId(pub Fingerprint);
 
 /// A map that forgets its least recently used entry beyond its capacity (client-go's LRU caches).
 struct Lru<K, V> {
@@ -169,7 +169,7 @@ struct AggregateGroup {
 }
 
 /// The correlator's tables (client-go's spam filter, aggregator and logger caches).
-pub struct EventCorrelator {
+pub(crate) struct EventCorrelator {
     spam: Lru<Fingerprint, TokenBucket>,
     aggregates: Lru<Fingerprint, AggregateGroup>,
     /// Per series: how many events it has counted so far (0: never written).
@@ -183,7 +183,7 @@ impl Default for EventCorrelator {
 }
 
 impl EventCorrelator {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         EventCorrelator {
             spam: Lru::new(CACHE_ENTRIES),
             aggregates: Lru::new(CACHE_ENTRIES),
@@ -192,7 +192,7 @@ impl EventCorrelator {
     }
 
     /// Decides the write for `event`, recorded at `now`.
-    pub fn correlate(&mut self, event: &EventIdentity, now: Instant) -> Correlated {
+    pub(crate) fn correlate(&mut self, event: &EventIdentity, now: Instant) -> Correlated {
         // 1. aggregation
         let aggregate_key = event.aggregate_key();
         let group = self.aggregates.entry(&aggregate_key, || AggregateGroup {

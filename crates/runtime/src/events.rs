@@ -39,7 +39,7 @@ const REMEMBERED_SERIES: usize = 4096;
 /// How long after it was recorded an event write stops waiting for spare tokens. The publisher writes
 /// in order, so one busy period delays the events recorded in it by about this much, the later ones
 /// having spent their patience while queued.
-pub const EVENT_PATIENCE: Duration = Duration::from_secs(1);
+pub(crate) const EVENT_PATIENCE: Duration = Duration::from_secs(1);
 
 /// `<subsystem>_events_dropped_total`: event writes dropped because the publisher's queue was full.
 #[derive(Clone)]
@@ -47,7 +47,7 @@ pub struct EventDrops(prometheus::IntCounter);
 
 impl EventDrops {
     /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub fn register(
+    pub(crate) fn register(
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
@@ -61,12 +61,12 @@ impl EventDrops {
     }
 
     /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         EventDrops(crate::counter::unregistered_counter())
     }
 
     /// Drops counted so far.
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.get()
     }
 }
@@ -110,12 +110,6 @@ impl EventRecorder {
         let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
         tokio::spawn(publish(client, budget, controller.to_string(), rx));
         Self::with_sender(controller, tx, dropped)
-    }
-
-    /// A recorder that drops everything (unit tests).
-    pub fn disabled() -> Self {
-        let (tx, _) = mpsc::channel(1);
-        Self::with_sender("disabled", tx, EventDrops::unregistered())
     }
 
     fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>, dropped: EventDrops) -> Self {

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::controller::key::ObjectKey;
 
 /// After this long unmet expectations are ignored and the owner syncs anyway (upstream `ExpectationsTimeout`).
-pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub(crate) const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// The counters still outstanding for one owner; either may be negative after over-observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +142,7 @@ impl ControllerExpectations {
         self.set_expectations(key, adds, 0);
     }
 
-    pub fn expect_deletions(&self, key: &ObjectKey, dels: usize) {
+    pub(crate) fn expect_deletions(&self, key: &ObjectKey, dels: usize) {
         self.set_expectations(key, 0, dels);
     }
 
@@ -151,8 +151,9 @@ impl ControllerExpectations {
         self.adjust(key, -as_count(add), -as_count(del), "lowered expectations");
     }
 
+    #[cfg(test)]
     /// Raises the counters of an existing record; without a record nothing happens. The timestamp is kept.
-    pub fn raise_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
+    pub(crate) fn raise_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.adjust(key, as_count(add), as_count(del), "raised expectations");
     }
 
@@ -227,12 +228,9 @@ impl UidTrackingExpectations {
         self.counts.creation_observed(key);
     }
 
-    pub fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
+    #[cfg(test)]
+    pub(crate) fn lower_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
         self.counts.lower_expectations(key, add, del);
-    }
-
-    pub fn raise_expectations(&self, key: &ObjectKey, add: usize, del: usize) {
-        self.counts.raise_expectations(key, add, del);
     }
 
     /// Records that the pods `pod_keys` are about to be deleted: replaces the owner's pending set and sets
@@ -277,8 +275,9 @@ impl UidTrackingExpectations {
         self.counts.snapshot()
     }
 
+    #[cfg(test)]
     /// A copy of the pod keys still expected to be deleted, if the owner has a pending set.
-    pub fn get_uids(&self, key: &ObjectKey) -> Option<BTreeSet<ObjectKey>> {
+    pub(crate) fn get_uids(&self, key: &ObjectKey) -> Option<BTreeSet<ObjectKey>> {
         lock(&self.pending_deletions).get(key).cloned()
     }
 }

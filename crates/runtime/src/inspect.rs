@@ -88,7 +88,7 @@ pub struct WaitingView {
 }
 
 impl QueueView {
-    pub fn of(queue: &WorkQueue<ObjectKey>) -> Self {
+    pub(crate) fn of(queue: &WorkQueue<ObjectKey>) -> Self {
         let snap = queue.snapshot(LIST_LIMIT);
         let keys = |keys: Vec<ObjectKey>| keys.iter().map(ToString::to_string).collect();
         QueueView {
@@ -125,7 +125,7 @@ pub struct ExpectationView {
 }
 
 impl ExpectationView {
-    pub fn list(snapshot: ExpectationsSnapshot) -> Vec<ExpectationView> {
+    pub(crate) fn list(snapshot: ExpectationsSnapshot) -> Vec<ExpectationView> {
         let mut views: Vec<ExpectationView> = snapshot
             .records
             .into_iter()
@@ -193,7 +193,7 @@ const WINDOW_SECONDS: u64 = 60;
 
 impl SyncStats {
     /// Counts one finished sync.
-    pub fn record(&self, failed: bool) {
+    pub(crate) fn record(&self, failed: bool) {
         self.inner.total.fetch_add(1, Ordering::Relaxed);
         if failed {
             self.inner.failed.fetch_add(1, Ordering::Relaxed);
@@ -212,7 +212,7 @@ impl SyncStats {
         recent.trim(second);
     }
 
-    pub fn view(&self) -> SyncView {
+    pub(crate) fn view(&self) -> SyncView {
         let now = Instant::now();
         let mut recent = self
             .inner

@@ -174,7 +174,7 @@ pub const POD_NODE_INDEX: &str = "pod-node";
 pub const CONTROLLER_UID_INDEX: &str = "controller-uid";
 
 /// The index value under which a pod's controller files it.
-pub fn pod_controller_index_value(pod: &CachedPod) -> String {
+pub(crate) fn pod_controller_index_value(pod: &CachedPod) -> String {
     match controller_uid(&pod.metadata) {
         Some(uid) => uid.to_string(),
         None => orphan_index_value(pod.metadata.namespace.as_deref().unwrap_or_default()),

@@ -1,5 +1,21 @@
 //! The shared machinery of mini-kcm's controllers, written once and used by the ReplicaSet, Deployment and
 //! DaemonSet controllers.
+//!
+//! Where to start reading: [`controller`] (the skeleton: the queue key, owner lookup and the `Controller`
+//! trait the manager runs), then [`worker`] (the loop that takes keys from the queue and calls a sync),
+//! [`informers`] (the caches a sync reads), [`expectations`] (why a sync waits for its own writes to show)
+//! and [`ownership`] (claiming children). The rest are the parts a sync calls: [`pods`] (ranking, creation
+//! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),
+//! [`consistency`] and [`status_writes`]; [`kinds`] names the two API families and the shared indexes.
+//! docs/architecture.md maps each to its upstream name.
+//!
+//! The modules are public where another crate names them, and inside them only what is named outside is
+//! `pub`; the rest is `pub(crate)`.
+
+// Keeps every `pub` that no other crate can reach from claiming more than pub(crate).
+#![warn(unreachable_pub)]
+// Docs link private items where that is where the reader should go: `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod api_errors;
 pub mod client;
@@ -7,7 +23,7 @@ pub mod consistency;
 pub mod controller;
 mod counter;
 pub mod decisions;
-pub mod event_correlation;
+mod event_correlation;
 pub mod events;
 pub mod expectations;
 pub mod informers;
@@ -21,5 +37,5 @@ pub mod pods;
 pub mod selector;
 pub mod slow_start;
 pub mod status_writes;
-pub mod transport;
+mod transport;
 pub mod worker;

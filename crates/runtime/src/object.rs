@@ -88,7 +88,7 @@ impl<P, U> Resource for Workload<P, U> {
 
 /// Decodes an `ObjectMeta` without `managedFields` and `selfLink` (which no server sets any more):
 /// serde skips their JSON. For `#[serde(deserialize_with = ...)]` on a `metadata` field.
-pub fn metadata_without_managed_fields<'de, D: serde::Deserializer<'de>>(
+pub(crate) fn metadata_without_managed_fields<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<ObjectMeta, D::Error> {
     MetaProjection::deserialize(deserializer).map(ObjectMeta::from)

@@ -66,7 +66,7 @@ impl OwnerInfo {
 
 /// What a claim does with one candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimAction {
+pub(crate) enum ClaimAction {
     /// Ours and matching: claimed (even while the owner is being deleted).
     Keep,
     /// An orphan that matches: adopt it.
@@ -79,7 +79,11 @@ pub enum ClaimAction {
 }
 
 /// Decides what to do with one candidate (pure; the heart of upstream's `ClaimObject`).
-pub fn claim_action(owner: &OwnerInfo, child: &ObjectMeta, selector_matches: bool) -> ClaimAction {
+pub(crate) fn claim_action(
+    owner: &OwnerInfo,
+    child: &ObjectMeta,
+    selector_matches: bool,
+) -> ClaimAction {
     match controller_ref(child) {
         Some(r) if r.uid != owner.uid => ClaimAction::Ignore,
         Some(_) if selector_matches => ClaimAction::Keep,
@@ -313,7 +317,7 @@ where
 
 /// JSON patch adding `owner`'s controller reference, guarded by the child's UID and by the owner
 /// references (or, when there are none, the resourceVersion) it was computed from.
-pub fn adopt_patch(child: &ObjectMeta, owner: &OwnerInfo) -> serde_json::Value {
+pub(crate) fn adopt_patch(child: &ObjectMeta, owner: &OwnerInfo) -> serde_json::Value {
     let reference = owner.controller_reference();
     let mut ops = vec![json!({"op": "test", "path": "/metadata/uid", "value": child.uid})];
     match &child.owner_references {
@@ -337,7 +341,7 @@ pub fn adopt_patch(child: &ObjectMeta, owner: &OwnerInfo) -> serde_json::Value {
 /// of that reference. `None` if the child has no such reference.
 ///
 /// upstream: ReleasePod, ReleaseReplicaSet (their patch)
-pub fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde_json::Value> {
+pub(crate) fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde_json::Value> {
     let index = child
         .owner_references
         .as_ref()?

@@ -64,15 +64,16 @@ enum Op {
 }
 
 impl Selector {
+    #[cfg(test)]
     /// Matches every label set (upstream `labels.Everything()`).
-    pub fn everything() -> Self {
+    pub(crate) fn everything() -> Self {
         Self {
             requirements: Some(Vec::new()),
         }
     }
 
     /// Matches no label set (upstream `labels.Nothing()`).
-    pub fn nothing() -> Self {
+    pub(crate) fn nothing() -> Self {
         Self { requirements: None }
     }
 
@@ -95,7 +96,7 @@ impl Selector {
     }
 
     /// Upstream `LabelSelectorAsSelector` including Go's `nil`: an absent selector matches nothing.
-    pub fn from_optional(selector: Option<&LabelSelector>) -> Result<Self, SelectorError> {
+    pub(crate) fn from_optional(selector: Option<&LabelSelector>) -> Result<Self, SelectorError> {
         selector.map_or_else(|| Ok(Self::nothing()), Self::from_label_selector)
     }
 
@@ -139,13 +140,14 @@ impl Selector {
         self.requirements.as_ref().is_some_and(Vec::is_empty)
     }
 
+    #[cfg(test)]
     /// Same as [`Selector::is_empty`], named for what it means.
-    pub fn matches_everything(&self) -> bool {
+    pub(crate) fn matches_everything(&self) -> bool {
         self.is_empty()
     }
 
     /// Whether this is the nil selector (upstream `labels.MatchesNothing`).
-    pub fn matches_nothing(&self) -> bool {
+    pub(crate) fn matches_nothing(&self) -> bool {
         self.requirements.is_none()
     }
 }
@@ -156,7 +158,9 @@ impl Selector {
 /// matchExpressions, expressions in their order), values sorted, `k=v` for matchLabels, `k in (a,b)`,
 /// `k notin (a,b)`, `k` for Exists and `!k` for DoesNotExist, joined by `,`. Both the absent selector (matches
 /// nothing) and `{}` (matches everything) render as the empty string, as upstream's do.
-pub fn label_selector_string(selector: Option<&LabelSelector>) -> Result<String, SelectorError> {
+pub(crate) fn label_selector_string(
+    selector: Option<&LabelSelector>,
+) -> Result<String, SelectorError> {
     let selector = Selector::from_optional(selector)?;
     Ok(if selector.matches_nothing() {
         String::new()

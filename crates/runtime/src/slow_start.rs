@@ -55,7 +55,7 @@ where
 
 /// The batch sizes [`slow_start_batch`] uses for `count` calls when none fails (for decisions: "creating
 /// 7 pods in slow-start batches 1, 2, 4").
-pub fn batch_sizes(count: usize, initial_batch_size: usize) -> Vec<usize> {
+pub(crate) fn batch_sizes(count: usize, initial_batch_size: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     let mut left = count;
     let mut size = initial_batch_size.min(left);

@@ -39,10 +39,10 @@ use tower::util::BoxService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 /// A client's whole service stack, boxed (the same type kube's own builder produces).
-pub type TransportService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
+pub(crate) type TransportService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
 /// A [`ClientBuilder`] over the transport described in the module header, ready for more layers.
-pub fn client_builder(
+pub(crate) fn client_builder(
     config: kube::Config,
 ) -> Result<ClientBuilder<TransportService>, kube::Error> {
     if config.proxy_url.is_some() || config.auth_info.exec.is_some() {
@@ -85,12 +85,12 @@ pub fn client_builder(
 }
 
 /// The longest wait before a retry inside one request (see the module header).
-pub const RETRY_WAIT_CAP: Duration = Duration::from_secs(2);
+pub(crate) const RETRY_WAIT_CAP: Duration = Duration::from_secs(2);
 
 /// kube's retry policy (429, 503 and 504, up to 15 times, exponential from 5 ms or the server's
 /// `Retry-After`) with every wait cut to [`RETRY_WAIT_CAP`].
 #[derive(Clone)]
-pub struct CappedRetry(pub RetryPolicy);
+pub(crate) struct CappedRetry(pub RetryPolicy);
 
 impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for CappedRetry {
     type Future = tokio::time::Sleep;

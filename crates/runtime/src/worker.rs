@@ -44,7 +44,7 @@ pub struct SyncPanics(prometheus::IntCounter);
 
 impl SyncPanics {
     /// Registers the counter under `subsystem` (e.g. `deployment_controller`).
-    pub fn register(
+    pub(crate) fn register(
         registry: &prometheus::Registry,
         subsystem: &str,
     ) -> Result<Self, prometheus::Error> {
@@ -58,11 +58,12 @@ impl SyncPanics {
     }
 
     /// A counter registered nowhere (unit tests).
-    pub fn unregistered() -> Self {
+    pub(crate) fn unregistered() -> Self {
         SyncPanics(crate::counter::unregistered_counter())
     }
 
-    pub fn get(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> u64 {
         self.0.get()
     }
 }

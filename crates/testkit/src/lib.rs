@@ -6,6 +6,11 @@
 //! - [`restart_component`], [`expire_watches`]: fault hooks on the shared plane.
 //! - [`TestNamespace::wait_for`] and [`TestNamespace::wait_for_list`]: event-driven waits (a watch, never
 //!   a sleep) that, on timeout, fail with the objects, events and component log tails that explain why.
+//!
+//! Where to start reading: `shared.rs` (the plane per test binary), then `namespace.rs` and `wait.rs`.
+
+// The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
+#![warn(unreachable_pub)]
 
 mod faults;
 mod namespace;

@@ -183,8 +183,9 @@ where
         Self { inner }
     }
 
+    #[cfg(test)]
     /// The name given at construction (the metrics' `name` label).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.inner.name
     }
 
@@ -323,16 +324,17 @@ where
 
     /// Stops accepting keys. Workers still receive the keys already queued, then `get`
     /// returns `None`. Delayed keys that are not ready yet are dropped. Idempotent; also
-    /// releases a pending [`shut_down_with_drain`](Self::shut_down_with_drain).
+    /// releases a pending `shut_down_with_drain`.
     pub fn shut_down(&self) {
         self.inner.begin_shutdown(false);
     }
 
+    #[cfg(test)]
     /// Like [`shut_down`](Self::shut_down), then waits until every in-flight key is `done`
     /// (client-go's `ShutDownWithDrain`). Keys still sitting in the queue are handed out to
     /// workers as usual but are not waited for. Never completes if a worker never calls `done`,
     /// unless `shut_down` is called.
-    pub async fn shut_down_with_drain(&self) {
+    pub(crate) async fn shut_down_with_drain(&self) {
         self.inner.begin_shutdown(true);
         let mut notified = pin!(self.inner.drained.notified());
         loop {
@@ -374,8 +376,9 @@ where
         }
     }
 
+    #[cfg(test)]
     /// Whether a shutdown has been requested.
-    pub fn shutting_down(&self) -> bool {
+    pub(crate) fn shutting_down(&self) -> bool {
         self.inner.lock().shutting_down
     }
 

@@ -48,7 +48,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Keys are tracked until [`RateLimiter::forget`] is called, so callers must forget keys that
 /// succeed or the map grows forever.
 #[derive(Debug)]
-pub struct ItemExponentialFailureRateLimiter<K> {
+pub(crate) struct ItemExponentialFailureRateLimiter<K> {
     failures: Mutex<HashMap<K, usize>>,
     base: Duration,
     max: Duration,
@@ -56,7 +56,7 @@ pub struct ItemExponentialFailureRateLimiter<K> {
 
 impl<K> ItemExponentialFailureRateLimiter<K> {
     /// A limiter whose first delay is `base`, doubling per failure up to `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
+    pub(crate) fn new(base: Duration, max: Duration) -> Self {
         Self {
             failures: Mutex::new(HashMap::new()),
             base,
@@ -216,7 +216,7 @@ pub struct MaxOfRateLimiter<K> {
 
 impl<K> MaxOfRateLimiter<K> {
     /// Combines `limiters`; with none, every delay is zero.
-    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
+    pub(crate) fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
         Self { limiters }
     }
 }

@@ -9,7 +9,7 @@ use crate::update::UpdateError;
 
 /// Why a sync failed; the key is requeued with backoff (forever, as upstream).
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error(
         "the DaemonSet, Pod or ControllerRevision cache has not yet observed this controller's own writes"
     )]
@@ -40,7 +40,7 @@ impl mini_kcm_runtime::worker::SyncFailure for SyncError {
 
 /// Why the history could not be constructed.
 #[derive(Debug, thiserror::Error)]
-pub enum HistoryFailure {
+pub(crate) enum HistoryFailure {
     #[error(transparent)]
     Data(#[from] HistoryError),
     #[error("{action}: {source}")]

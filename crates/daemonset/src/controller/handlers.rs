@@ -1,10 +1,10 @@
 //! Informer events → DaemonSet keys to sync, plus expectation bookkeeping (upstream's add/update/delete
 //! handlers of DaemonSets, pods, nodes and ControllerRevisions).
 //!
-//! - A pod or revision with a controller reference wakes only its controller, and only if that is one of
-//!   our DaemonSets: same kind, name and UID (the two families share pods and revisions; the UID tells them
-//!   apart).
-//!   An orphan wakes every DaemonSet whose selector matches it (one of them may adopt it).
+//! - Which DaemonSets a pod or revision event wakes is the runtime's `Owners::to_wake`: its controller if
+//!   that is one of our DaemonSets (same kind, name and UID: the two families share pods and revisions),
+//!   a former controller, or, for an orphan, every DaemonSet whose selector matches it (one of them may
+//!   adopt it). A revision that is added already owned wakes nobody.
 //! - A pod creation or deletion we were waiting for is counted against the expectations first (plain
 //!   counters, as upstream: a graceful deletion may count twice, which only makes the owner sync sooner).
 //! - A node event wakes only the DaemonSets whose decision for that node could change, judged with each
@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use mini_kcm_runtime::controller::ObjectKey;
+use kube::api::ObjectMeta;
+use mini_kcm_runtime::controller::{ObjectKey, ToWake};
 use mini_kcm_runtime::informers::Change;
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -93,18 +94,15 @@ impl DaemonSetController {
             self.pod_deleted(pod);
             return;
         }
-        if controller_ref(&pod.metadata).is_some() {
-            if let Some(ds) = self.inner.daemon_sets.controller_of(&pod.metadata) {
-                let key = ObjectKey::of(&ds.metadata);
-                self.inner.expectations.creation_observed(&key);
-                self.inner.queue.add(key);
-            }
-            return;
+        let wake = self.inner.daemon_sets.to_wake(None, &pod.metadata);
+        // A creation counts for the pod's controller only: nobody waits for an orphan.
+        if let Some(ds) = &wake.controller {
+            self.inner
+                .expectations
+                .creation_observed(&ObjectKey::of(&ds.metadata));
         }
-        // An orphan: every matching DaemonSet gets a chance to adopt it. Nobody waits for an orphan, so
-        // no expectation changes.
-        for ds in self.inner.daemon_sets.selecting(&pod.metadata) {
-            self.enqueue(&ds);
+        for ds in wake.all() {
+            self.enqueue(ds);
         }
     }
 
@@ -117,29 +115,16 @@ impl DaemonSetController {
             self.pod_deleted(new);
             return;
         }
-        let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
-        if ref_changed && let Some(ds) = self.inner.daemon_sets.controller_of(&old.metadata) {
-            self.enqueue(&ds);
-        }
-        if controller_ref(&new.metadata).is_some() {
-            let Some(ds) = self.inner.daemon_sets.controller_of(&new.metadata) else {
-                return;
-            };
-            self.enqueue(&ds);
-            // Availability needs minReadySeconds of readiness: look again once it should be reached (one
-            // second more, as upstream, so the check does not land a hair too early).
+        let wake = self.wake_owners(&old.metadata, &new.metadata);
+        // Availability needs minReadySeconds of readiness: look again once it should be reached (one
+        // second more, as upstream, so the check does not land a hair too early).
+        if let Some(ds) = &wake.controller {
             let min_ready = ds.spec.min_ready_seconds.unwrap_or(0);
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
                 self.inner
                     .queue
                     .add_after(ObjectKey::of(&ds.metadata), delay);
-            }
-            return;
-        }
-        if old.metadata.labels != new.metadata.labels || ref_changed {
-            for ds in self.inner.daemon_sets.selecting(&new.metadata) {
-                self.enqueue(&ds);
             }
         }
     }
@@ -163,38 +148,31 @@ impl DaemonSetController {
                     self.revision_deleted(revision);
                     return;
                 }
-                if controller_ref(&revision.metadata).is_some() {
-                    // Ours or someone else's: either way nothing to do. Our own revisions appear because a
-                    // sync created them, and that sync already used them.
-                    return;
-                }
-                for ds in self.inner.daemon_sets.selecting(&revision.metadata) {
-                    self.enqueue(&ds);
+                // An owned revision wakes nobody, ours included: a sync created it and already used it.
+                // An orphan wakes every DaemonSet that may adopt it.
+                let wake = self.inner.daemon_sets.to_wake(None, &revision.metadata);
+                for ds in &wake.adopters {
+                    self.enqueue(ds);
                 }
             }
             Change::Updated { old, new } => {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
-                if ref_changed && let Some(ds) = self.inner.daemon_sets.controller_of(&old.metadata)
-                {
-                    self.enqueue(&ds);
-                }
-                if controller_ref(&new.metadata).is_some() {
-                    if let Some(ds) = self.inner.daemon_sets.controller_of(&new.metadata) {
-                        self.enqueue(&ds);
-                    }
-                    return;
-                }
-                if old.metadata.labels != new.metadata.labels || ref_changed {
-                    for ds in self.inner.daemon_sets.selecting(&new.metadata) {
-                        self.enqueue(&ds);
-                    }
-                }
+                self.wake_owners(&old.metadata, &new.metadata);
             }
             Change::Deleted(revision) => self.revision_deleted(revision),
         }
+    }
+
+    /// Wakes the DaemonSets a pod or revision updated from `old` to `new` concerns; returns them for
+    /// the caller's own bookkeeping.
+    fn wake_owners(&self, old: &ObjectMeta, new: &ObjectMeta) -> ToWake<DaemonSetObject> {
+        let wake = self.inner.daemon_sets.to_wake(Some(old), new);
+        for ds in wake.all() {
+            self.enqueue(ds);
+        }
+        wake
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {

@@ -55,10 +55,8 @@ use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
 use crate::placement::DaemonPlacement;
 use crate::{BURST_REPLICAS, DaemonSetObject};
 
-pub use error::SyncError;
-
 /// The `reportingController` of our events, as upstream.
-pub const EVENT_COMPONENT: &str = "daemonset-controller";
+pub(crate) const EVENT_COMPONENT: &str = "daemonset-controller";
 
 /// Settings of one DaemonSet controller instance.
 #[derive(Debug, Clone)]

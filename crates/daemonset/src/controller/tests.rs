@@ -148,7 +148,7 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
         .sync(&key("default/foo"))
         .await
         .expect_err("a creation is attempted");
-    assert!(matches!(err, super::SyncError::Manage(_)), "{err}");
+    assert!(matches!(err, super::error::SyncError::Manage(_)), "{err}");
     assert!(err.to_string().contains("node-1"), "{err}");
     // The failed creation lowered the expectations again, so the next sync may retry.
     assert!(

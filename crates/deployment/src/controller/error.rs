@@ -6,7 +6,7 @@ use mini_kcm_runtime::ownership::ClaimError;
 
 /// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error("the Deployment or ReplicaSet cache has not yet observed this controller's own writes")]
     StaleCache,
     #[error("claiming ReplicaSets: {0}")]

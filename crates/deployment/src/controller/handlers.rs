@@ -1,9 +1,10 @@
 //! Informer events → Deployment keys (upstream's add/update/delete handlers of deployments, ReplicaSets
-//! and pods).
+//! and pods). Which Deployments a ReplicaSet event wakes is the runtime's `Owners::to_wake`; a deleted
+//! ReplicaSet wakes its controller, a deleted pod the Recreate Deployment that may be waiting for it.
 
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::DeploymentController;
@@ -38,44 +39,29 @@ impl DeploymentController {
 
     pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
         match change {
-            Change::Added(rs) => {
-                if controller_ref(&rs.metadata).is_some() {
-                    if let Some(d) = self.inner.deployments.controller_of(&rs.metadata) {
-                        self.enqueue(&d);
-                    }
-                    return;
-                }
-                // An orphan: every Deployment that selects it may adopt it.
-                for d in self.inner.deployments.selecting(&rs.metadata) {
-                    self.enqueue(&d);
-                }
-            }
+            Change::Added(rs) => self.wake_owners(None, rs),
             Change::Updated { old, new } => {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let ref_changed = controller_ref(&old.metadata) != controller_ref(&new.metadata);
-                if ref_changed && let Some(d) = self.inner.deployments.controller_of(&old.metadata)
-                {
-                    self.enqueue(&d);
-                }
-                if controller_ref(&new.metadata).is_some() {
-                    if let Some(d) = self.inner.deployments.controller_of(&new.metadata) {
-                        self.enqueue(&d);
-                    }
-                    return;
-                }
-                if old.metadata.labels != new.metadata.labels || ref_changed {
-                    for d in self.inner.deployments.selecting(&new.metadata) {
-                        self.enqueue(&d);
-                    }
-                }
+                self.wake_owners(Some(old), new);
             }
             Change::Deleted(rs) => {
                 if let Some(d) = self.inner.deployments.controller_of(&rs.metadata) {
                     self.enqueue(&d);
                 }
             }
+        }
+    }
+
+    /// Wakes the Deployments a ReplicaSet added (`old` is `None`) or updated concerns (`Owners::to_wake`).
+    fn wake_owners(&self, old: Option<&ReplicaSetObject>, new: &ReplicaSetObject) {
+        let wake = self
+            .inner
+            .deployments
+            .to_wake(old.map(|rs| &rs.metadata), &new.metadata);
+        for d in wake.all() {
+            self.enqueue(d);
         }
     }
 

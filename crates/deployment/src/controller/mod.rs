@@ -36,12 +36,10 @@ use mini_kcm_runtime::status_writes::StatusWrites;
 use mini_kcm_runtime::worker::{Workers, run_workers};
 use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
 
-pub use error::SyncError;
-
 /// The `reportingController` of our events, as upstream.
-pub const EVENT_COMPONENT: &str = "deployment-controller";
+pub(crate) const EVENT_COMPONENT: &str = "deployment-controller";
 /// Upstream's `maxRetries`: a Deployment failing this many syncs in a row is dropped until its next event.
-pub const MAX_RETRIES: usize = 15;
+pub(crate) const MAX_RETRIES: usize = 15;
 
 /// Settings of one Deployment controller instance.
 #[derive(Debug, Clone)]
@@ -61,7 +59,7 @@ pub struct DeploymentOptions {
 }
 
 /// The per-key cap of client-go's `DefaultControllerRateLimiter`.
-pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
+pub(crate) const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
 
 impl DeploymentOptions {
     pub fn new(family: ApiFamily) -> Self {

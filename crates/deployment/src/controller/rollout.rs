@@ -38,10 +38,7 @@ use crate::replica_sets::{
     equal_ignore_hash, find_new_replica_set, find_old_replica_sets,
     get_available_replica_count_for_replica_sets, get_replica_count_for_replica_sets,
 };
-use crate::rolling::{
-    reconcile_new_replica_set, reconcile_old_replica_sets, why_new_replica_set_step,
-    why_old_replica_sets,
-};
+use crate::rolling::{reconcile_new_replica_set, reconcile_old_replica_sets};
 use crate::scale::{
     SCALING_REPLICA_SET_REASON, ScaleStep, scale_replica_set, scaling_event_message,
 };
@@ -519,10 +516,11 @@ impl<'a> Rollout<'a> {
             "available",
             get_available_replica_count_for_replica_sets(&all),
         );
-        if let Some(why) = why_new_replica_set_step(&self.d, &all, &new) {
+        let plan = reconcile_new_replica_set(&self.d, &all, &new)?;
+        if let Some(why) = plan.explain() {
             decisions::reason(why);
         }
-        if let Some(step) = reconcile_new_replica_set(&self.d, &all, &new)?
+        if let Some(step) = plan.step
             && self.execute(vec![step]).await?
         {
             return self.sync_rollout_status().await;
@@ -535,10 +533,10 @@ impl<'a> Rollout<'a> {
         let all = Self::all_refs(Some(&new), &old);
         let active_old: Vec<&ReplicaSetObject> =
             crate::replica_sets::filter_active(&old.iter().collect::<Vec<_>>());
-        if let Some(why) = why_old_replica_sets(&self.d, &all, &active_old, &new) {
+        let plan = reconcile_old_replica_sets(&self.d, &all, &active_old, &new);
+        if let Some(why) = plan.explain() {
             decisions::reason(why);
         }
-        let plan = reconcile_old_replica_sets(&self.d, &all, &active_old, &new);
         // Upstream swallows a failed old-ReplicaSet step: "not scaled", and the status sync goes on.
         let executed = self.execute(plan.steps).await;
         if plan.scaled && executed.is_ok() {

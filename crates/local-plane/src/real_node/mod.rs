@@ -33,12 +33,12 @@ use crate::ports::free_ports;
 use crate::{Binaries, ManagedProcess, PlaneError, nodes};
 
 /// The bridge the pods are attached to (one per host, see the module documentation).
-pub const BRIDGE: &str = "mkcm0";
+pub(crate) const BRIDGE: &str = "mkcm0";
 /// The pods' addresses.
-pub const POD_SUBNET: &str = "10.86.0.0/24";
+pub(crate) const POD_SUBNET: &str = "10.86.0.0/24";
 /// The bridge's own address: the node's InternalIP, where the kubelet listens and where the `kubernetes`
 /// Service leads.
-pub const GATEWAY: &str = "10.86.0.1";
+pub(crate) const GATEWAY: &str = "10.86.0.1";
 /// The cgroup (in every hierarchy) that holds all pods of the real node.
 pub const CGROUP_ROOT: &str = "/mini-kcm-real-node";
 /// The taint (effect NoSchedule) and label of the real node.

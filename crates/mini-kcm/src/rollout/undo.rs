@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use anyhow::{anyhow, bail};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::serde_json::{self, json};
-use mini_kcm_deployment::annotations::skip_copy_annotation;
-use mini_kcm_deployment::replica_sets::equal_ignore_hash;
-use mini_kcm_deployment::{POD_TEMPLATE_HASH_LABEL, revision};
+use mini_kcm_deployment::{
+    POD_TEMPLATE_HASH_LABEL, equal_ignore_hash, revision, skip_copy_annotation,
+};
 use mini_kcm_runtime::kinds::{DaemonSetObject, DeploymentObject, ReplicaSetObject};
 
 use super::history::revision_template;

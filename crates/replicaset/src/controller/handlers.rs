@@ -1,12 +1,13 @@
 //! Informer events → keys to sync, plus expectation bookkeeping (upstream's add/update/delete handlers).
 //!
-//! The rules, in short: a pod with a controller reference wakes only its controller (if that is one of
-//! our ReplicaSets, same UID); an orphan wakes every ReplicaSet whose selector matches it (one of them may
-//! adopt it); a pod creation or deletion we were waiting for is counted against the expectations first.
+//! Which ReplicaSets a pod event wakes is the runtime's `Owners::to_wake` (its controller, a former
+//! controller, or every ReplicaSet that may adopt an orphan); what stays here is the bookkeeping: a pod
+//! creation or deletion we were waiting for is counted against the expectations first, and a pod turning
+//! Ready is looked at again after `minReadySeconds`.
 
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::informers::Change;
-use mini_kcm_runtime::kinds::{ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::kinds::ReplicaSetObject;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 
@@ -64,18 +65,15 @@ impl ReplicaSetController {
             self.pod_deleted(pod);
             return;
         }
-        if controller_ref(&pod.metadata).is_some() {
-            if let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) {
-                let key = ObjectKey::of(&rs.metadata);
-                self.inner.expectations.creation_observed(&key);
-                self.inner.queue.add(key);
-            }
-            return;
+        let wake = self.inner.replica_sets.to_wake(None, &pod.metadata);
+        // A creation counts for the pod's controller only: nobody waits for an orphan.
+        if let Some(rs) = &wake.controller {
+            self.inner
+                .expectations
+                .creation_observed(&ObjectKey::of(&rs.metadata));
         }
-        // An orphan: every matching ReplicaSet gets a chance to adopt it. No expectation changes: nobody
-        // waits for an orphan.
-        for rs in self.inner.replica_sets.selecting(&pod.metadata) {
-            self.enqueue(&rs);
+        for rs in wake.all() {
+            self.enqueue(rs);
         }
     }
 
@@ -92,28 +90,21 @@ impl ReplicaSetController {
             }
             return;
         }
-        let ref_changed = controller_ref(&new.metadata) != controller_ref(&old.metadata);
-        if ref_changed && let Some(rs) = self.inner.replica_sets.controller_of(&old.metadata) {
-            self.enqueue(&rs);
+        let wake = self
+            .inner
+            .replica_sets
+            .to_wake(Some(&old.metadata), &new.metadata);
+        for rs in wake.all() {
+            self.enqueue(rs);
         }
-        if controller_ref(&new.metadata).is_some() {
-            let Some(rs) = self.inner.replica_sets.controller_of(&new.metadata) else {
-                return;
-            };
-            self.enqueue(&rs);
-            // Availability needs minReadySeconds of readiness: look again when it should be reached.
+        // Availability needs minReadySeconds of readiness: look again when it should be reached.
+        if let Some(rs) = &wake.controller {
             let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = std::time::Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
                 self.inner
                     .queue
                     .add_after(ObjectKey::of(&rs.metadata), delay);
-            }
-            return;
-        }
-        if labels_changed || ref_changed {
-            for rs in self.inner.replica_sets.selecting(&new.metadata) {
-                self.enqueue(&rs);
             }
         }
     }

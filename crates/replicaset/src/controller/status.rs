@@ -13,7 +13,7 @@ use crate::status::status_changed;
 /// `defer` says the pending sync will write a newer one.
 /// Uses the cached object's resourceVersion; on failure reads the ReplicaSet fresh and retries once
 /// (upstream's `statusUpdateRetries = 1`). Returns the ReplicaSet as stored.
-pub async fn update_status(
+pub(super) async fn update_status(
     api: &Api<ReplicaSetObject>,
     rs: &ReplicaSetObject,
     mut new: StatusWithSelector<ReplicaSetStatus>,

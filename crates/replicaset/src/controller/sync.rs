@@ -40,7 +40,7 @@ use crate::status::{ManageFailure, calculate_status};
 
 /// Why a sync failed; the key is requeued with backoff.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error("the ReplicaSet or Pod cache has not yet observed this controller's own writes")]
     StaleCache,
     #[error("claiming pods: {0}")]

@@ -2,14 +2,15 @@
 //! only where their algorithms differ.
 //!
 //! A controller here is upstream's shape: event handlers map informer events to [`ObjectKey`]s of the
-//! objects it manages (finding owners through [`Owners`]), a work queue hands each key to one worker at a
-//! time (`crate::worker::run_workers`), and a sync reads a snapshot from the caches, decides (pure code in
-//! the controller's crate) and writes. The manager runs every controller through the [`Controller`]
+//! objects it manages (finding owners through [`Owners`]; [`Owners::to_wake`] routes a child's event), a
+//! work queue hands each key to one worker at a time (`crate::worker::run_workers`), and a sync reads a
+//! snapshot from the caches, decides (pure code in the controller's crate) and writes. The manager runs every controller through the [`Controller`]
 //! trait, built from its descriptor table (one entry per controller, like kube-controller-manager's).
 
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
-pub mod key;
+pub(crate) mod key;
 mod owners;
+mod to_wake;
 
 use futures::future::BoxFuture;
 
@@ -17,6 +18,7 @@ use crate::inspect::ControllerView;
 
 pub use key::ObjectKey;
 pub use owners::Owners;
+pub use to_wake::ToWake;
 
 /// What the manager needs from a controller instance once it is built on the shared informers.
 pub trait Controller: Send + Sync {

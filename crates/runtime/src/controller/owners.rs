@@ -76,7 +76,11 @@ where
 
     /// The cached owner `reference` points at, for a child in `namespace`, if it is ours (kind, name and
     /// UID).
-    pub fn resolve(&self, namespace: Option<&str>, reference: &OwnerReference) -> Option<Arc<K>> {
+    pub(crate) fn resolve(
+        &self,
+        namespace: Option<&str>,
+        reference: &OwnerReference,
+    ) -> Option<Arc<K>> {
         if !self.is_our_kind(reference) {
             return None;
         }
@@ -94,7 +98,7 @@ where
     /// Owners in the child's namespace whose non-empty, valid selector matches its labels. A child
     /// without labels matches none (upstream: "no labels, no owner"). More than one is a user error,
     /// logged as upstream does; each of them gets the chance to adopt.
-    pub fn selecting(&self, child: &ObjectMeta) -> Vec<Arc<K>> {
+    pub(crate) fn selecting(&self, child: &ObjectMeta) -> Vec<Arc<K>> {
         if child.labels.as_ref().is_none_or(|l| l.is_empty()) {
             return Vec::new();
         }

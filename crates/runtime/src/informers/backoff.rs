@@ -54,12 +54,12 @@ impl WatchBackoff {
     }
 
     /// A backoff whose jitter draws come from `unit` (tests pin them).
-    pub fn with_jitter(unit: fn() -> f64) -> Self {
+    pub(crate) fn with_jitter(unit: fn() -> f64) -> Self {
         WatchBackoff { failures: 0, unit }
     }
 
     /// The delay before the next attempt, after one more error.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         // From 2^3 × 250 ms on the delay is the cap; clamping the exponent keeps the shift in range.
         let nominal = Self::INITIAL
             .saturating_mul(1 << self.failures.min(4))
@@ -69,7 +69,7 @@ impl WatchBackoff {
     }
 
     /// Back to the first delay: the server answered.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }
@@ -91,7 +91,7 @@ impl RetryBudget {
     pub const PER_SECOND: u32 = 10;
     pub const BURST: u32 = 10;
 
-    pub fn new(per_second: u32, burst: u32) -> Self {
+    pub(crate) fn new(per_second: u32, burst: u32) -> Self {
         let interval = Duration::from_secs(1) / per_second.max(1);
         RetryBudget {
             interval,
@@ -109,7 +109,7 @@ impl RetryBudget {
     }
 
     /// Waits until a retry may go.
-    pub async fn acquire(&self) {
+    pub(crate) async fn acquire(&self) {
         let now = Instant::now();
         let go_at = {
             let mut next = self

@@ -135,23 +135,10 @@ impl SharedInformers {
         self
     }
 
-    /// The resync period drawn for this factory.
-    pub fn resync_period(&self) -> Option<Duration> {
-        self.resync_period
-    }
-
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    pub fn namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-
     /// The informer for `K` (described by `dyntype`), created on first request with `indexers`. Later
     /// requests return the same informer; their indexers must be a subset of the first request's (the
     /// shared kinds' indexers are declared in one place, see `crate::kinds`).
-    pub fn informer<K>(
+    pub(crate) fn informer<K>(
         &self,
         dyntype: &K::DynamicType,
         indexers: impl FnOnce() -> Vec<Indexer<K>>,

@@ -37,7 +37,10 @@ pub struct Indexer<K> {
 }
 
 impl<K> Indexer<K> {
-    pub fn new(name: &'static str, f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        f: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
         Indexer {
             name,
             index_fn: Arc::new(f),
@@ -46,7 +49,7 @@ impl<K> Indexer<K> {
 }
 
 /// The index every informer has: objects by namespace (so "list a namespace" is not a full scan).
-pub const NAMESPACE_INDEX: &str = "namespace";
+pub(crate) const NAMESPACE_INDEX: &str = "namespace";
 
 /// One kind's shared cache. Cheap to clone; all clones share the cache, handlers and watch.
 pub struct Informer<K: Resource> {
@@ -141,7 +144,7 @@ impl<K: Resource> Informer<K> {
     }
 
     /// The kind this informer watches (for logs).
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         &self.inner.kind
     }
 
@@ -149,7 +152,7 @@ impl<K: Resource> Informer<K> {
         self.get_by_key(&format!("{namespace}/{name}"))
     }
 
-    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.read(|s| s.get(key))
     }
 
@@ -158,7 +161,7 @@ impl<K: Resource> Informer<K> {
         self.read(|s| s.values().cloned().collect())
     }
 
-    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+    pub(crate) fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
         self.by_index(NAMESPACE_INDEX, namespace)
     }
 
@@ -170,7 +173,7 @@ impl<K: Resource> Informer<K> {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.read(|s| s.len())
     }
 
@@ -178,28 +181,23 @@ impl<K: Resource> Informer<K> {
         self.len() == 0
     }
 
-    pub fn has_synced(&self) -> bool {
+    pub(crate) fn has_synced(&self) -> bool {
         *self.inner.synced.borrow()
     }
 
     /// Waits until the first full list is in the cache.
-    pub async fn wait_for_sync(&self) {
+    pub(crate) async fn wait_for_sync(&self) {
         let mut rx = self.inner.synced.subscribe();
         let _ = rx.wait_for(|synced| *synced).await;
     }
 
-    /// The period of the resync (see [`Informer::run`]), `None` if there is none.
-    pub fn resync_period(&self) -> Option<Duration> {
-        self.inner.resync_period
-    }
-
     /// See [`Inner::observed_resource_version`].
-    pub fn observed_resource_version(&self) -> u64 {
+    pub(crate) fn observed_resource_version(&self) -> u64 {
         self.inner.observed_resource_version.load(Ordering::Acquire)
     }
 
     /// The cache at a glance (`crate::inspect`); `resource` names it (`apps/v1/replicasets`).
-    pub fn view(&self, resource: &str) -> InformerView {
+    pub(crate) fn view(&self, resource: &str) -> InformerView {
         InformerView {
             kind: self.inner.kind.clone(),
             resource: resource.to_string(),
@@ -259,7 +257,7 @@ where
 {
     /// Lists and watches until the process ends (the watch restarts with backoff on errors), and every
     /// resync period re-delivers the whole cache as updates.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         let events = self
             .inner
             .events

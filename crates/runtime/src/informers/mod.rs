@@ -22,4 +22,3 @@ mod store;
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 pub use factory::{SharedInformers, Watched};
 pub use informer::{Change, Indexer, Informer};
-pub use store::ObjectKey;

@@ -7,10 +7,10 @@ use kube::Resource;
 
 /// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects (client-go's
 /// `MetaNamespaceKeyFunc`). Also the work-queue key of the controllers.
-pub type ObjectKey = String;
+pub(crate) type ObjectKey = String;
 
 /// The cache key of an object.
-pub fn key_of<K: Resource>(object: &K) -> ObjectKey {
+pub(crate) fn key_of<K: Resource>(object: &K) -> ObjectKey {
     let meta = object.meta();
     let name = meta.name.as_deref().unwrap_or_default();
     match meta.namespace.as_deref() {

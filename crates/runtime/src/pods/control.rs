@@ -28,7 +28,7 @@ pub enum PodControlError {
 
 impl PodControlError {
     /// The API server refused because the namespace is being deleted: not a controller failure.
-    pub fn is_namespace_terminating(&self) -> bool {
+    pub(crate) fn is_namespace_terminating(&self) -> bool {
         matches!(self, PodControlError::Api(e) if is_namespace_terminating(e))
     }
 
@@ -57,16 +57,6 @@ pub enum PodWriteError {
         #[source]
         source: kube::Error,
     },
-}
-
-impl PodWriteError {
-    /// The API server's own message, which upstream puts in conditions (e.g. `ReplicaFailure`).
-    pub fn api_message(&self) -> String {
-        match self {
-            PodWriteError::Create { source, .. } => source.message(),
-            PodWriteError::Delete { source, .. } => error_message(source),
-        }
-    }
 }
 
 fn on_node(node: Option<&str>) -> String {
@@ -245,7 +235,7 @@ fn named_pod_reference(namespace: &str, name: &str) -> ObjectReference {
 
 /// The pod a controller creates from its template: template labels, annotations, finalizers and spec,
 /// `generateName: <owner>-`, and the owner's controller reference.
-pub fn pod_from_template(
+pub(crate) fn pod_from_template(
     template: &PodTemplateSpec,
     owner: &OwnerInfo,
 ) -> Result<Pod, PodControlError> {
@@ -270,7 +260,7 @@ pub fn pod_from_template(
 }
 
 /// `<owner>-`, unless that is too long to be a valid name prefix, then the owner name itself.
-pub fn generate_name_prefix(owner_name: &str) -> String {
+pub(crate) fn generate_name_prefix(owner_name: &str) -> String {
     let prefix = format!("{owner_name}-");
     if prefix.len() > MAX_NAME_LENGTH {
         owner_name.to_string()

@@ -4,7 +4,8 @@
 //!
 //! Two orderings exist upstream and both are reproduced: [`cmp_for_deletion`] (`ActivePodsWithRanks`, used by
 //! ReplicaSet scale-down, with deletion cost, co-location rank and logarithmic time buckets) and
-//! [`cmp_active_pods`] (`ActivePods`, the same minus cost, rank and buckets). "Less" means "delete first".
+//! `cmp_active_pods` (`ActivePods`, the same minus cost, rank and buckets; no controller here sorts by it, so
+//! it is compiled for its tests only). "Less" means "delete first".
 //! Timestamps missing from the API object play the role of Go's zero time, which ranks as the newest.
 
 use std::cmp::Ordering;
@@ -17,7 +18,7 @@ use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::jiff::Timestamp;
 
 /// Annotation by which users order the deletion of a ReplicaSet's pods (upstream `core.PodDeletionCost`).
-pub const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
+pub(crate) const POD_DELETION_COST_ANNOTATION: &str = "controller.kubernetes.io/pod-deletion-cost";
 
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 
@@ -131,7 +132,7 @@ pub fn next_availability_check_since_evaluation<'a>(
 }
 
 /// The pod's deletion cost annotation; absent or invalid (e.g. `+1`, `007`, out of int32 range) counts as 0.
-pub fn pod_deletion_cost(pod: &CachedPod) -> i32 {
+pub(crate) fn pod_deletion_cost(pod: &CachedPod) -> i32 {
     let Some(value) = pod
         .metadata
         .annotations
@@ -445,7 +446,11 @@ fn by_recency(
 ///
 /// Not always transitive (bucket ties are decided by UID, exact ties fall through), so sort with
 /// [`sort_for_deletion`] rather than `slice::sort_by`, which may panic on such comparators.
-pub fn cmp_for_deletion(a: RankedPod<'_>, b: RankedPod<'_>, now: Option<Timestamp>) -> Ordering {
+pub(crate) fn cmp_for_deletion(
+    a: RankedPod<'_>,
+    b: RankedPod<'_>,
+    now: Option<Timestamp>,
+) -> Ordering {
     decide(a, b, now, true).map_or(Ordering::Equal, |(ordering, _)| ordering)
 }
 
@@ -466,15 +471,17 @@ pub fn sort_for_deletion(pods: &mut [RankedPod<'_>], now: Option<Timestamp>) {
     sort_tolerating_cycles(pods, |a, b| cmp_for_deletion(*a, *b, now));
 }
 
+#[cfg(test)]
 /// Upstream `ActivePods` order (used where no ranks exist): rules 1-3, then Ready more recently, more restarts,
 /// newer — no deletion cost, no rank, no log buckets. `Less` means `a` goes first.
-pub fn cmp_active_pods(a: &CachedPod, b: &CachedPod) -> Ordering {
+pub(crate) fn cmp_active_pods(a: &CachedPod, b: &CachedPod) -> Ordering {
     let ranked = |pod| RankedPod { pod, rank: 0 };
     decide(ranked(a), ranked(b), None, false).map_or(Ordering::Equal, |(ordering, _)| ordering)
 }
 
-/// Sorts by [`cmp_active_pods`].
-pub fn sort_active_pods(pods: &mut [&CachedPod]) {
+#[cfg(test)]
+/// Sorts by `cmp_active_pods`.
+pub(crate) fn sort_active_pods(pods: &mut [&CachedPod]) {
     sort_tolerating_cycles(pods, |a, b| cmp_active_pods(a, b));
 }
 
