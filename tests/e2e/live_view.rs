@@ -195,6 +195,75 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         "no decision about {new_rs} in the decision log:\n{dom}"
     );
 
+    // The rollout timeline: the manager's points (JSON), then the SVG the page drew from them, series
+    // by series: revision 1 scaled 3 → 0, revision 2 up to 3 replicas and 3 ready, the limits of
+    // `replicas` 3 with maxSurge 1 and maxUnavailable 0 (4 and 3), and hoverable decision marks.
+    let old_rs = view
+        .replica_sets
+        .iter()
+        .find(|rs| rs.revision.as_deref() == Some("1"))
+        .map(|rs| rs.name.clone())
+        .unwrap_or_else(|| panic!("a ReplicaSet of revision 1: {view:?}"));
+    let last = view
+        .rollout
+        .last()
+        .unwrap_or_else(|| panic!("no rollout point: {view:?}"));
+    assert!(
+        last.replica_sets
+            .iter()
+            .any(|r| r.name == new_rs && r.replicas == 3 && r.ready == 3)
+            && !last.replica_sets.iter().any(|r| r.name == old_rs),
+        "{:?}",
+        view.rollout
+    );
+    assert!(
+        view.rollout.iter().any(|p| p.decision.is_some()),
+        "{:?}",
+        view.rollout
+    );
+    let timeline = dom
+        .split("id=\"rollout-timeline\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</svg>").next())
+        .unwrap_or_else(|| panic!("no rollout timeline on the page:\n{dom}"));
+    let values = |attrs: &str| -> Vec<Option<i64>> {
+        let rest = timeline
+            .split(&format!("{attrs} data-values=\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no series {attrs} in the timeline:\n{timeline}"));
+        rest.split('"')
+            .next()
+            .unwrap()
+            .split(',')
+            .map(|n| n.parse().ok())
+            .collect()
+    };
+    let new_replicas = values(&format!("data-series=\"replicas\" data-rs=\"{new_rs}\""));
+    let new_ready = values(&format!("data-series=\"ready\" data-rs=\"{new_rs}\""));
+    let old_replicas = values(&format!("data-series=\"replicas\" data-rs=\"{old_rs}\""));
+    assert_eq!(new_replicas.last(), Some(&Some(3)), "{timeline}");
+    assert_eq!(new_ready.last(), Some(&Some(3)), "{timeline}");
+    assert!(
+        old_replicas.contains(&Some(3)) && old_replicas.last() == Some(&Some(0)),
+        "revision 1 does not go from 3 to 0: {old_replicas:?}"
+    );
+    assert!(
+        values("data-series=\"surge-limit\"")
+            .iter()
+            .all(|n| *n == Some(4)),
+        "{timeline}"
+    );
+    assert!(
+        values("data-series=\"unavailable-limit\"")
+            .iter()
+            .all(|n| *n == Some(3)),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("class=\"decision-mark\"") && timeline.contains("<title>#"),
+        "no hoverable decision mark in the timeline:\n{timeline}"
+    );
+
     let png = chromium_output(
         &chromium,
         &[
@@ -314,7 +383,20 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
             "{} and its pod not in the page's node map:\n{dom}",
             placed.node
         );
+        // The grid: the node's square says it runs its one daemon pod.
+        let cell = format!(
+            "data-node=\"{}\" data-state=\"runs\" data-pods=\"{}\"",
+            placed.node, placed.pods[0]
+        );
+        assert!(
+            node_map.contains(&cell),
+            "no grid square {cell} on the page:\n{dom}"
+        );
     }
+    assert!(
+        node_map.contains("id=\"node-grid\""),
+        "no node grid:\n{dom}"
+    );
     let explain = tokio::process::Command::new(mini_kcm_binary())
         .args(["explain", "ds/agent", "-n", &ns.name, "--manager-addr"])
         .arg(addr.to_string())

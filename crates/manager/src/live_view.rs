@@ -126,6 +126,7 @@ impl LiveView {
             pods: Vec::new(),
             pods_omitted: 0,
             node_map: None,
+            rollout: Vec::new(),
             decisions,
         };
         let Some(running) = self.running.get() else {
@@ -175,6 +176,12 @@ impl LiveView {
                     })
                     .collect();
                 ReplicaSetEntry::sort(&mut view.replica_sets);
+                let by = DecidedBy {
+                    controller: "deployment",
+                    family: family.label(),
+                    kind: WorkloadKind::Deployment.kind(),
+                };
+                view.rollout = self.decisions.rollout(by, &key);
             }
             ViewedKind::ReplicaSet => {
                 let replica_sets: Informer<ReplicaSetObject> =

@@ -1,6 +1,6 @@
 //! One workload object as its controller sees it, for `/debug/controllers/object` and `mini-kcm explain`:
-//! what it owns in the informer caches (a Deployment's ReplicaSets and their pods, a ReplicaSet's pods, a
-//! DaemonSet's pods and the node → pod map of its last sync), where its key is in the work queue, what
+//! what it owns in the informer caches (a Deployment's ReplicaSets and their pods and its rollout
+//! timeline, a ReplicaSet's pods, a DaemonSet's pods and the node → pod map of its last sync), where its key is in the work queue, what
 //! its controller still expects to observe, and its recent decisions.
 //!
 //! Why a separate view: the state page shows every controller at once and caps its lists; a person
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSetCondition, DeploymentCondition, ReplicaSetCondition};
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::decisions::{Decision, NodeMap};
+use mini_kcm_runtime::decisions::{Decision, NodeMap, RolloutPoint};
 use mini_kcm_runtime::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -109,6 +109,9 @@ pub struct ObjectView {
     pub pods_omitted: usize,
     /// A DaemonSet's node → pod map from its last sync that computed one.
     pub node_map: Option<NodeMap>,
+    /// A Deployment's rollout timeline (what its syncs saw, oldest first), for the live view's picture.
+    #[serde(default)]
+    pub rollout: Vec<RolloutPoint>,
     /// Its newest decisions, newest first.
     pub decisions: Vec<Decision>,
 }

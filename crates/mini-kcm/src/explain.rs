@@ -509,6 +509,7 @@ mod tests {
             pods: Vec::new(),
             pods_omitted: 0,
             node_map: None,
+            rollout: Vec::new(),
             decisions: vec![decision()],
         }
     }

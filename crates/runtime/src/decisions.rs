@@ -8,7 +8,8 @@
 //! How: the worker gives every sync a fresh draft (a task-local, so the decision code needs no extra
 //! parameter). Inside a sync, [`observe`] notes a number the decision rests on, [`plan`] what it decided,
 //! [`reason`] why, [`skip`] why it did nothing, [`wrote`] an API write and its result (`PodControl` does
-//! this for pod creations and deletions), [`nodes`] the DaemonSet's node → pod map. Plans and reasons are
+//! this for pod creations and deletions), [`nodes`] the DaemonSet's node → pod map, [`rollout_point`] a
+//! point of a Deployment's rollout timeline (see [`RolloutPoint`]). Plans and reasons are
 //! also logged at info, so the logs and the view tell the same story. When the sync returns, the worker
 //! files the draft with its outcome, unless the sync decided nothing (a status refresh with nothing to
 //! do is not a decision). Outside a sync, or with the log disabled, these calls do nothing.
@@ -17,9 +18,11 @@
 //! oldest go first), at most [`DecisionLimits::per_object`] per object, for at most
 //! [`DecisionLimits::objects`] objects (the object decided on least recently is forgotten first); each
 //! decision has at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and [`MAX_WRITES`]
-//! writes, so at most ≈ 12 KiB; a node map at most [`MAX_NODES`] nodes (one per DaemonSet). With the
-//! defaults (5 000 decisions) that is ≤ 60 MiB in the worst case; a typical decision is 0.5–1 KiB
-//! (measured in `docs/live-view.md`).
+//! writes, so at most ≈ 12 KiB; a node map at most [`MAX_NODES`] nodes (one per DaemonSet); a rollout
+//! timeline at most [`MAX_ROLLOUT_POINTS`] points of at most [`MAX_POINT_REPLICA_SETS`] ReplicaSets (one
+//! per Deployment, ≤ 40 KiB). With the defaults (5 000 decisions) that is ≤ 60 MiB in the worst case,
+//! plus ≤ 40 MiB of timelines were all 1 000 objects Deployments; a typical decision is 0.5–1 KiB
+//! (measured in `docs/live-view.md`), a typical timeline 2–3 KiB.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -38,6 +41,11 @@ pub(crate) const MAX_LINE_BYTES: usize = 240;
 pub(crate) const MAX_WRITES: usize = 24;
 /// Most nodes kept in a DaemonSet's node → pod map.
 pub(crate) const MAX_NODES: usize = 500;
+/// Most points kept in a Deployment's rollout timeline (the oldest go first). A rolling update of 3
+/// replicas makes about 15, one of 500 replicas a few hundred (the picture then shows its end).
+pub(crate) const MAX_ROLLOUT_POINTS: usize = 100;
+/// Most ReplicaSets per timeline point (the active ones, newest first; a rollout has two or three).
+pub(crate) const MAX_POINT_REPLICA_SETS: usize = 6;
 
 /// How much the log keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +176,47 @@ pub struct NodePlacement {
     pub why: Option<String>,
 }
 
+/// What one Deployment sync saw once it was done: a point of the rollout timeline the live view draws.
+///
+/// Why the manager keeps these rather than the page collecting them as it polls: a page opened after a
+/// rollout (or a test, or `curl`) should still see how it went, and the sync already holds every number
+/// at the moment it decides. Kept like the node map (beside the object's decisions, bounded, forgotten
+/// with them); a point is only added when its numbers differ from the previous one or its sync filed a
+/// new decision, so an idle Deployment adds nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RolloutPoint {
+    /// When the sync ended, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// The Deployment's `spec.replicas`, `maxSurge` and `maxUnavailable` (resolved to pod counts).
+    pub replicas: i32,
+    pub max_surge: i32,
+    pub max_unavailable: i32,
+    /// Its active ReplicaSets (those with `spec.replicas` or ready pods), newest revision first; a
+    /// ReplicaSet missing from a point had none.
+    pub replica_sets: Vec<ReplicaSetPoint>,
+    /// The `seq` of the decision this sync filed (or folded into), if it decided anything.
+    pub decision: Option<u64>,
+}
+
+/// One ReplicaSet in a [`RolloutPoint`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaSetPoint {
+    pub name: String,
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `status.readyReplicas`.
+    pub ready: i32,
+}
+
+impl RolloutPoint {
+    /// The same numbers (time and decision aside).
+    fn same_counts(&self, other: &RolloutPoint) -> bool {
+        (self.replicas, self.max_surge, self.max_unavailable)
+            == (other.replicas, other.max_surge, other.max_unavailable)
+            && self.replica_sets == other.replica_sets
+    }
+}
+
 /// Which decisions to return.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionFilter {
@@ -227,6 +276,8 @@ struct History {
     decisions: VecDeque<Arc<Decision>>,
     last_seq: u64,
     nodes: Option<Arc<NodeMap>>,
+    /// A Deployment's rollout timeline, oldest first.
+    rollout: VecDeque<RolloutPoint>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -288,8 +339,20 @@ impl DecisionLog {
             .and_then(|h| h.nodes.clone())
     }
 
-    #[cfg(test)]
+    /// The rollout timeline of the Deployment `key`, oldest point first.
+    pub fn rollout(&self, by: DecidedBy, key: &ObjectKey) -> Vec<RolloutPoint> {
+        let Some(inner) = self.inner.as_ref() else {
+            return Vec::new();
+        };
+        lock(inner)
+            .objects
+            .get(&(by, key.clone()))
+            .map(|h| h.rollout.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// How many decisions the log holds now.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.inner.as_ref().map_or(0, |inner| {
             lock(inner)
@@ -316,18 +379,20 @@ impl DecisionLog {
         })
     }
 
-    /// Files a finished draft, if it decided anything or failed; a node map is kept either way.
+    /// Files a finished draft, if it decided anything or failed; a node map or rollout point is kept
+    /// either way.
     pub(crate) fn file(&self, draft: Draft, failure: Option<String>) {
         let Some(inner) = &self.inner else {
             return;
         };
         let mut state = std::mem::take(&mut *lock(&draft.shared));
         let nodes = state.nodes.take().map(Arc::new);
+        let point = state.rollout.take();
         let mut log = lock(inner);
         let limits = log.limits;
         let id = (draft.by, draft.key.clone());
         if !log.objects.contains_key(&id)
-            && (nodes.is_some() || state.decided_anything() || failure.is_some())
+            && (nodes.is_some() || point.is_some() || state.decided_anything() || failure.is_some())
             && log.objects.len() >= limits.objects
         {
             forget_least_recent(&mut log.objects);
@@ -336,6 +401,9 @@ impl DecisionLog {
             log.objects.entry(id.clone()).or_default().nodes = Some(nodes);
         }
         if !state.decided_anything() && failure.is_none() {
+            if let Some(point) = point {
+                log.objects.entry(id).or_default().add_point(point, false);
+            }
             return;
         }
         let seq = log.next_seq;
@@ -373,9 +441,20 @@ impl DecisionLog {
             let folded = Arc::make_mut(last);
             folded.repeats = folded.repeats.saturating_add(1);
             folded.at = decision.at.clone();
+            let folded_seq = folded.seq;
+            if let Some(mut point) = point
+                && let Some(history) = log.objects.get_mut(&id)
+            {
+                point.decision = Some(folded_seq);
+                history.add_point(point, false);
+            }
             return;
         }
         let history = log.objects.entry(id.clone()).or_default();
+        if let Some(mut point) = point {
+            point.decision = Some(seq);
+            history.add_point(point, true);
+        }
         history.decisions.push_back(decision);
         history.last_seq = seq;
         while history.decisions.len() > limits.per_object {
@@ -402,12 +481,35 @@ impl LogState {
                 && history.decisions.front().is_some_and(|d| d.seq == seq)
             {
                 history.decisions.pop_front();
-                if history.decisions.is_empty() && history.nodes.is_none() {
+                if history.is_empty() {
                     self.objects.remove(&id);
                 }
             }
         }
         debug_assert!(kept(&self.objects) <= total);
+    }
+}
+
+impl History {
+    /// Whether nothing but the key is left.
+    fn is_empty(&self) -> bool {
+        self.decisions.is_empty() && self.nodes.is_none() && self.rollout.is_empty()
+    }
+
+    /// Adds a timeline point unless it repeats the previous one's numbers without a new decision.
+    fn add_point(&mut self, point: RolloutPoint, new_decision: bool) {
+        if !new_decision
+            && self
+                .rollout
+                .back()
+                .is_some_and(|last| last.same_counts(&point))
+        {
+            return;
+        }
+        self.rollout.push_back(point);
+        while self.rollout.len() > MAX_ROLLOUT_POINTS {
+            self.rollout.pop_front();
+        }
     }
 }
 
@@ -445,6 +547,7 @@ struct DraftState {
     skipped: Vec<String>,
     writes: Vec<Write>,
     nodes: Option<NodeMap>,
+    rollout: Option<RolloutPoint>,
     omitted: usize,
 }
 
@@ -563,6 +666,18 @@ pub fn nodes(mut placements: Vec<NodePlacement>) {
             omitted,
         })
     });
+}
+
+/// Notes what a Deployment sync saw once done, as a point of its rollout timeline (the last call of a
+/// sync wins; only the first [`MAX_POINT_REPLICA_SETS`] ReplicaSets are kept). `at_ms` is set here,
+/// `decision` when the sync is filed.
+pub fn rollout_point(mut point: RolloutPoint) {
+    if !recording() {
+        return;
+    }
+    point.replica_sets.truncate(MAX_POINT_REPLICA_SETS);
+    point.at_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+    with_draft(|d| d.rollout = Some(point));
 }
 
 #[cfg(test)]
@@ -757,6 +872,62 @@ mod tests {
         let map = log.node_map(RS, &key("ds")).expect("kept");
         assert_eq!(map.nodes.len(), 2);
         assert_eq!(map.omitted, 0);
+    }
+
+    #[tokio::test]
+    async fn a_rollout_timeline_keeps_changes_and_decisions_not_repeats() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let point = |new: i32, old: i32| RolloutPoint {
+            at_ms: 0,
+            replicas: 3,
+            max_surge: 1,
+            max_unavailable: 0,
+            replica_sets: [("web-new", new), ("web-old", old)]
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| ReplicaSetPoint {
+                    name: name.into(),
+                    replicas: n,
+                    ready: n,
+                })
+                .collect(),
+            decision: None,
+        };
+        // A status-only sync: a point, no decision.
+        sync(&log, "web", || rollout_point(point(0, 3)), None).await;
+        // The same numbers again, nothing decided: not a new point.
+        sync(&log, "web", || rollout_point(point(0, 3)), None).await;
+        // A decision: a point marked with its seq, even with the same numbers.
+        sync(
+            &log,
+            "web",
+            || {
+                plan("Scaled up replica set web-new from 0 to 1");
+                rollout_point(point(0, 3));
+            },
+            None,
+        )
+        .await;
+        sync(&log, "web", || rollout_point(point(1, 3)), None).await;
+        let timeline = log.rollout(RS, &key("web"));
+        let shape: Vec<(usize, Option<u64>)> = timeline
+            .iter()
+            .map(|p| (p.replica_sets.len(), p.decision))
+            .collect();
+        assert_eq!(shape, [(1, None), (1, Some(1)), (2, None)]);
+        assert!(timeline[0].at_ms > 0, "stamped when noted");
+
+        for n in 0..(MAX_ROLLOUT_POINTS as i32 + 10) {
+            sync(&log, "web", || rollout_point(point(n + 2, 3)), None).await;
+        }
+        let timeline = log.rollout(RS, &key("web"));
+        assert_eq!(timeline.len(), MAX_ROLLOUT_POINTS, "bounded");
+        assert_eq!(
+            timeline.last().unwrap().replica_sets[0].replicas,
+            MAX_ROLLOUT_POINTS as i32 + 11,
+            "the newest kept"
+        );
+        assert!(log.rollout(RS, &key("other")).is_empty());
     }
 
     #[tokio::test]

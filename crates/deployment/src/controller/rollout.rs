@@ -412,9 +412,41 @@ impl<'a> Rollout<'a> {
         (new, old.into_iter().cloned().collect())
     }
 
+    /// Notes what this sync leaves behind as a point of the live view's rollout timeline: the
+    /// Deployment's bounds and each active ReplicaSet's `spec.replicas` and ready pods (new one first).
+    /// Not part of the algorithm; a first reading may skip it.
+    fn note_rollout_point(&self, new: Option<&ReplicaSetObject>, old: &[ReplicaSetObject]) {
+        if !decisions::recording() {
+            return;
+        }
+        let replica_sets = new
+            .into_iter()
+            .chain(old)
+            .map(|rs| decisions::ReplicaSetPoint {
+                name: name(&rs.metadata).to_string(),
+                replicas: rs.spec.replicas.unwrap_or(0),
+                ready: rs
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.ready_replicas)
+                    .unwrap_or(0),
+            })
+            .filter(|p| p.replicas > 0 || p.ready > 0)
+            .collect();
+        decisions::rollout_point(decisions::RolloutPoint {
+            at_ms: 0,
+            replicas: deployment_replicas(&self.d),
+            max_surge: max_surge(&self.d),
+            max_unavailable: max_unavailable(&self.d),
+            replica_sets,
+            decision: None,
+        });
+    }
+
     /// Upstream's `syncDeploymentStatus`: counts and Available, no progress evaluation.
     async fn sync_deployment_status(&mut self) -> Result<(), SyncError> {
         let (new, old) = self.current();
+        self.note_rollout_point(new.as_ref(), &old);
         let all = Self::all_refs(new.as_ref(), &old);
         let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
         let status = self.with_selector(status);
@@ -425,6 +457,7 @@ impl<'a> Rollout<'a> {
     /// for the progress deadline instead.
     async fn sync_rollout_status(&mut self) -> Result<(), SyncError> {
         let (new, old) = self.current();
+        self.note_rollout_point(new.as_ref(), &old);
         let all = Self::all_refs(new.as_ref(), &old);
         let now = Timestamp::now();
         let status = self.with_selector(rollout_status(&all, new.as_ref(), &self.d, now));
