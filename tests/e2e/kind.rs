@@ -603,10 +603,11 @@ async fn master_status(info: &PlaneInfo, pod: &str, token: &str) -> f64 {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    // "Forwarding from 127.0.0.1:PORT -> 10257"
+    // "Forwarding from 127.0.0.1:PORT -> 10257". The pipe stays open until kubectl is killed: it prints
+    // a line for each connection, and a Go program writing to a closed stdout dies of SIGPIPE.
     let mut line = String::new();
-    let stdout = forward.stdout.take().unwrap();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let mut stdout = BufReader::new(forward.stdout.take().unwrap());
+    stdout.read_line(&mut line).unwrap();
     let port = line
         .split("127.0.0.1:")
         .nth(1)
@@ -621,6 +622,7 @@ async fn master_status(info: &PlaneInfo, pod: &str, token: &str) -> f64 {
     .await;
     let _ = forward.kill();
     let _ = forward.wait();
+    drop(stdout);
     let (status, body) = answer.unwrap_or_else(|| panic!("{pod}: /metrics does not answer"));
     assert_eq!(status, 200, "{pod}: /metrics: {body}");
     let samples: Vec<f64> = body
