@@ -202,8 +202,12 @@ impl DelegatedAuth {
         let answer = Api::<TokenReview>::all(self.client.clone())
             .create(&PostParams::default(), &review)
             .await
-            // Not cached: the next request asks again.
-            .map_err(|e| format!("reviewing the token: {e}"))?;
+            // Not cached: the next request asks again. Logged loudly: it is the manager's problem (RBAC
+            // without `tokenreviews`, the API server unreachable), not the caller's.
+            .map_err(|e| {
+                tracing::warn!(error = %e, "could not review a bearer token: answering 401");
+                format!("reviewing the token: {e}")
+            })?;
         let status = answer.status.unwrap_or_default();
         let user = status.user.unwrap_or_default();
         let answer = match (status.authenticated, user.username) {
