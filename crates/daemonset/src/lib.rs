@@ -2,12 +2,13 @@
 //! run a daemon pod, what the pods look like, which revision is current, what a rolling update deletes or
 //! creates, how failed pods are backed off, and what the status says.
 //!
-//! Where to start reading: `controller/sync.rs` (`sync`, upstream's `syncDaemonSet`) reads a snapshot of
+//! Where to start reading: `controller/sync.rs` (`sync_daemon_set`, upstream's `syncDaemonSet`; the
+//! runtime's `ControllerCore` runs it and handles "stale cache" and "gone" first) reads a snapshot of
 //! the caches (`controller/snapshot.rs`), settles the revisions (`controller/history.rs`), then `manage`s
 //! the pods per node and, for a RollingUpdate, `update_daemon_set`s them; each step asks a pure module
 //! below what to do.
 //!
-//! The API is [`DaemonSetController`] and its [`DaemonSetOptions`], which the manager builds, plus
+//! The API is [`new_controller`], which the manager calls with the runtime's `ControllerOptions`, plus
 //! [`revision_data`] for the cross-check against upstream's encoding; everything else is private.
 //!
 //! The crate has two layers:
@@ -43,7 +44,7 @@ mod update;
 
 use mini_kcm_runtime::kinds::DaemonSetObject;
 
-pub use controller::{DaemonSetController, DaemonSetOptions};
+pub use controller::new_controller;
 
 /// The bytes of a ControllerRevision's `data` for a DaemonSet, public for the cross-check against
 /// upstream's own encoding (`tests/revision_data_crosscheck.rs`).

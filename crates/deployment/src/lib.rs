@@ -1,11 +1,12 @@
 //! The Deployment controller of mini-kcm, faithful to kube-controller-manager v1.36.
 //!
-//! Where to start reading: `controller/sync.rs` (`sync`, upstream's `syncDeployment`) picks the
-//! strategy, and `controller/rollout.rs` executes it (`rollout_rolling`, `rollout_recreate`, `rollback`,
-//! `sync_scale_and_status`); each step there asks a pure module below what to do.
+//! Where to start reading: `controller/sync.rs` (`sync_deployment`, upstream's `syncDeployment`) picks
+//! the strategy, and `controller/rollout.rs` executes it (`rollout_rolling`, `rollout_recreate`,
+//! `rollback`, `sync_scale_and_status`); each step there asks a pure module below what to do. The
+//! runtime's `ControllerCore` runs it (workers, the prologue of each sync, what becomes of a key after).
 //!
-//! The API is [`DeploymentController`] and its [`DeploymentOptions`], which the manager builds, plus the
-//! few annotation helpers `mini-kcm rollout` shares with the controller; everything else is private.
+//! The API is [`new_controller`], which the manager calls with the runtime's `ControllerOptions`, plus
+//! the few annotation helpers `mini-kcm rollout` shares with the controller; everything else is private.
 //!
 //! Laid out like every controller crate of mini-kcm: the pure decisions at the top, the controller that
 //! executes them under `controller/` (handlers, the sync, and the writes of a rollout). Every pure module
@@ -58,7 +59,7 @@ mod strategy;
 use mini_kcm_runtime::int_or_percent::IntOrPercentError;
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 
-pub use controller::{DeploymentController, DeploymentOptions};
+pub use controller::new_controller;
 
 // What `mini-kcm rollout` reads and compares as the controller does.
 pub use annotations::{

@@ -27,14 +27,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mini_kcm_daemonset::{DaemonSetController, DaemonSetOptions};
-use mini_kcm_deployment::{DeploymentController, DeploymentOptions};
-use mini_kcm_replicaset::{ReplicaSetController, ReplicaSetOptions};
 use mini_kcm_runtime::client::{
     ClientRateLimit, ControllerClientOptions, RequestBudget, RestClientMetrics, WriteFence,
     controller_client,
 };
-use mini_kcm_runtime::controller::Controller;
+use mini_kcm_runtime::controller::{Controller, ControllerOptions};
 use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
@@ -89,20 +86,15 @@ struct ControllerDescriptor {
     client: &'static str,
     /// The prefix of its metrics (`<subsystem>_sync_panics_total`, ...), as upstream's.
     metrics_subsystem: &'static str,
-    /// Builds one instance for one API family on the shared informers.
-    build: fn(BuildContext<'_>, ApiFamily) -> Arc<dyn Controller>,
-}
-
-/// What a controller is built from.
-struct BuildContext<'a> {
-    informers: &'a SharedInformers,
-    /// The controller's own client (shared by its instances of both families).
-    client: kube::Client,
-    /// The budget `client` draws from (its event writes yield to its other requests).
-    budget: RequestBudget,
-    options: &'a ManagerOptions,
-    metrics: ControllerMetrics,
-    decisions: DecisionLog,
+    /// Its settings from the manager's flags (`--concurrent-<kind>-syncs`, ...).
+    settings: fn(&ManagerOptions, &mut ControllerOptions),
+    /// Builds one instance for one API family on the shared informers, with its own client.
+    build: fn(
+        &SharedInformers,
+        kube::Client,
+        ControllerOptions,
+        ControllerMetrics,
+    ) -> Arc<dyn Controller>,
 }
 
 const CONTROLLERS: [ControllerDescriptor; 3] = [
@@ -111,62 +103,38 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         kind: WorkloadKind::ReplicaSet,
         client: "replicaset-controller",
         metrics_subsystem: "replicaset_controller",
-        build: build_replica_set_controller,
+        settings: replica_set_settings,
+        build: mini_kcm_replicaset::new_controller,
     },
     ControllerDescriptor {
         name: ControllerName::Deployment,
         kind: WorkloadKind::Deployment,
         client: "deployment-controller",
         metrics_subsystem: "deployment_controller",
-        build: build_deployment_controller,
+        settings: deployment_settings,
+        build: mini_kcm_deployment::new_controller,
     },
     ControllerDescriptor {
         name: ControllerName::DaemonSet,
         kind: WorkloadKind::DaemonSet,
         client: "daemon-set-controller",
         metrics_subsystem: "daemonset_controller",
-        build: build_daemon_set_controller,
+        settings: daemon_set_settings,
+        build: mini_kcm_daemonset::new_controller,
     },
 ];
 
-fn build_replica_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
-    let mut options = ReplicaSetOptions::new(family);
-    options.workers = cx.options.concurrent_replicaset_syncs;
-    options.decisions = cx.decisions;
-    options.budget = cx.budget;
-    Arc::new(ReplicaSetController::new(
-        cx.informers,
-        cx.client,
-        options,
-        cx.metrics,
-    ))
+fn replica_set_settings(options: &ManagerOptions, controller: &mut ControllerOptions) {
+    controller.workers = options.concurrent_replicaset_syncs;
 }
 
-fn build_deployment_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
-    let mut options = DeploymentOptions::new(family);
-    options.workers = cx.options.concurrent_deployment_syncs;
-    options.decisions = cx.decisions;
-    options.budget = cx.budget;
-    options.max_retry_delay = cx.options.deployment_max_retry_delay;
-    Arc::new(DeploymentController::new(
-        cx.informers,
-        cx.client,
-        options,
-        cx.metrics,
-    ))
+fn deployment_settings(options: &ManagerOptions, controller: &mut ControllerOptions) {
+    controller.workers = options.concurrent_deployment_syncs;
+    controller.max_retry_delay = options.deployment_max_retry_delay;
 }
 
-fn build_daemon_set_controller(cx: BuildContext<'_>, family: ApiFamily) -> Arc<dyn Controller> {
-    let mut options = DaemonSetOptions::new(family);
-    options.workers = cx.options.concurrent_daemonset_syncs;
-    options.decisions = cx.decisions;
-    options.budget = cx.budget;
-    Arc::new(DaemonSetController::new(
-        cx.informers,
-        cx.client,
-        options,
-        cx.metrics,
-    ))
+fn daemon_set_settings(options: &ManagerOptions, controller: &mut ControllerOptions) {
+    controller.workers = options.concurrent_daemonset_syncs;
 }
 
 /// Runs the selected controllers against the cluster of `config` until `shutdown` completes.
@@ -267,15 +235,13 @@ pub async fn run(
         )?;
         let (client, budget) = client_for(descriptor.client)?;
         for family in &families {
-            let context = BuildContext {
-                informers: &informers,
-                client: client.clone(),
-                budget: budget.clone(),
-                options: &options,
-                metrics: metrics.clone(),
-                decisions: decisions.clone(),
-            };
-            controllers.push((descriptor.build)(context, *family));
+            let mut settings = ControllerOptions::new(*family, 1);
+            settings.decisions = decisions.clone();
+            settings.budget = budget.clone();
+            (descriptor.settings)(&options, &mut settings);
+            let controller =
+                (descriptor.build)(&informers, client.clone(), settings, metrics.clone());
+            controllers.push(controller);
         }
     }
     tracing::info!(

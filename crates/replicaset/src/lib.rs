@@ -1,10 +1,11 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods running for every ReplicaSet, like
 //! kube-controller-manager v1.36's `replicaset-controller`.
 //!
-//! Where to start reading: `controller/sync.rs` (`sync`, upstream's `syncReplicaSet`), which reads the
-//! caches, claims pods, asks `plan` what to do and executes it; `controller/handlers.rs`
-//! turns informer events into keys. The API is [`ReplicaSetController`] and its [`ReplicaSetOptions`],
-//! which the manager builds; everything else is private.
+//! Where to start reading: `controller/sync.rs` (`sync_replica_set`, upstream's `syncReplicaSet`), which
+//! reads the caches, claims pods, asks `plan` what to do and executes it; `controller/handlers.rs` turns
+//! informer events into keys. The runtime's `ControllerCore` runs it (workers, the prologue of each sync,
+//! what becomes of a key afterwards). The API is [`new_controller`], which the manager calls with the
+//! runtime's `ControllerOptions`; everything else is private.
 //!
 //! Laid out like every controller crate of mini-kcm: the pure decisions at the top, the controller that
 //! executes them under `controller/`:
@@ -23,7 +24,7 @@ mod controller;
 mod plan;
 mod status;
 
-pub use controller::{ReplicaSetController, ReplicaSetOptions};
+pub use controller::new_controller;
 
 /// Upstream's `BurstReplicas`: at most this many pods are created or deleted in one sync.
 pub(crate) const BURST_REPLICAS: usize = 500;

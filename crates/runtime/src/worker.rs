@@ -1,5 +1,10 @@
-//! The worker loop every controller shares: take a key, sync it, then forget it on success or requeue
-//! it with rate-limited backoff on failure (upstream's `processNextWorkItem`).
+//! The worker loop every controller shares: take a key, sync it, then decide in one place what becomes
+//! of the key (upstream's `processNextWorkItem` and `handleErr`; controller-runtime's `reconcileHandler`):
+//!
+//! - success: forget its failures, and queue it again after the delay the sync asked for, if any;
+//! - a failure that no retry can help: forget it;
+//! - any other failure: requeue it with rate-limited backoff, or drop it after `max_retries` failures
+//!   in a row (a delay the sync asked for before failing is superseded by the retry).
 //!
 //! A sync that panics is treated like a failed sync: the panic is caught, logged with the key, its
 //! message, where it happened and a backtrace, counted in `<controller>_sync_panics_total`, and the key
@@ -19,14 +24,16 @@ use futures::FutureExt;
 use mini_kcm_workqueue::WorkQueue;
 use tracing::Instrument;
 
+use crate::controller::Requeue;
 use crate::controller::key::ObjectKey;
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::inspect::SyncStats;
 
-/// An error a sync returns. `is_expected` marks routine retries (e.g. the cache has not caught up with
-/// our own writes yet), logged at debug rather than warn.
+/// An error a sync returns.
 pub trait SyncFailure: Display {
-    fn is_expected(&self) -> bool {
+    /// A routine retry (e.g. the cache has not caught up with our own writes yet, or a write conflict):
+    /// logged at debug rather than warn, and not a failed decision in the log.
+    fn is_routine(&self) -> bool {
         false
     }
 
@@ -70,7 +77,7 @@ impl SyncPanics {
 
 /// How one sync ended.
 enum Outcome<E> {
-    Synced,
+    Synced(Requeue),
     Failed(E),
     Panicked(CaughtPanic),
 }
@@ -106,7 +113,7 @@ pub struct Workers {
 pub async fn run_workers<F, Fut, E>(workers: Workers, sync: F)
 where
     F: Fn(ObjectKey) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    Fut: Future<Output = Result<Requeue, E>> + Send + 'static,
     E: SyncFailure + Send + 'static,
 {
     install_panic_recorder();
@@ -134,7 +141,7 @@ where
                 // The sync future is dropped right after a panic and nothing it touched is read
                 // afterwards except through locks that tolerate poisoning: unwinding through it is safe.
                 let outcome = match AssertUnwindSafe(run).catch_unwind().await {
-                    Ok(Ok(())) => Outcome::Synced,
+                    Ok(Ok(requeue)) => Outcome::Synced(requeue),
                     Ok(Err(e)) => Outcome::Failed(e),
                     Err(payload) => Outcome::Panicked(caught(payload.as_ref())),
                 };
@@ -164,8 +171,10 @@ struct Failure {
     routine: bool,
 }
 
-/// Forget, requeue or drop `key` after a sync (never calls `done`: the caller always does). Returns the
-/// failure, if the sync failed (a failure that forgets the key at once is not one: nothing is wrong).
+/// The one place that decides what becomes of `key` after its sync (the module header): forget it,
+/// requeue it after a delay, requeue it with backoff, or drop it. Never calls `done`: the caller always
+/// does. Returns the failure, if the sync failed (a failure that forgets the key at once is not one:
+/// nothing is wrong).
 fn handle_outcome<E: SyncFailure>(
     queue: &WorkQueue<ObjectKey>,
     key: &ObjectKey,
@@ -176,8 +185,17 @@ fn handle_outcome<E: SyncFailure>(
     let retries = queue.num_requeues(key);
     let mut routine = false;
     let error = match outcome {
-        Outcome::Synced => {
+        Outcome::Synced(requeue) => {
             queue.forget(key);
+            match requeue {
+                Requeue::Never => {}
+                // Upstream requeues a Deployment whose deadline has just passed rate-limited, not at once.
+                Requeue::After(delay) if delay.is_zero() => queue.add_rate_limited(key.clone()),
+                Requeue::After(delay) => {
+                    tracing::debug!(?delay, "requeued after a delay the sync asked for");
+                    queue.add_after(key.clone(), delay);
+                }
+            }
             return None;
         }
         Outcome::Failed(e) if e.forgets_the_key() => {
@@ -186,9 +204,9 @@ fn handle_outcome<E: SyncFailure>(
             return None;
         }
         Outcome::Failed(e) => {
-            if e.is_expected() {
+            if e.is_routine() {
                 routine = true;
-                tracing::debug!(error = %e, retries, "sync failed (expected)");
+                tracing::debug!(error = %e, retries, "sync failed (routine retry)");
             } else {
                 tracing::warn!(error = %e, retries, "sync failed");
             }
@@ -342,7 +360,7 @@ mod tests {
                         panic!("first sync of {key} blows up");
                     }
                     synced.lock().unwrap().push(key);
-                    Ok::<(), Never>(())
+                    Ok::<Requeue, Never>(Requeue::Never)
                 }
             }
         };
@@ -418,6 +436,50 @@ mod tests {
         // Nothing comes back, even after the longest backoff.
         tokio::time::advance(Duration::from_secs(2000)).await;
         assert!(queue.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_success_forgets_failures_and_honours_the_requeue_it_asked_for() {
+        let queue: WorkQueue<ObjectKey> =
+            WorkQueue::new("requeue", default_controller_rate_limiter(), None);
+        let panics = SyncPanics::unregistered();
+        queue.add(key("web"));
+        let web = queue.get().await.unwrap();
+        // A failure first: the key comes back with backoff and counts one retry.
+        handle_outcome(&queue, &web, Outcome::Failed(Never), None, &panics);
+        queue.done(&web);
+        assert_eq!(queue.num_requeues(&web), 1);
+        let web = queue.get().await.unwrap();
+        // Then a success asking to look again in 30 s: the failures are forgotten and the key waits.
+        let asked = Requeue::After(Duration::from_secs(30));
+        handle_outcome::<Never>(&queue, &web, Outcome::Synced(asked), None, &panics);
+        queue.done(&web);
+        assert_eq!(queue.num_requeues(&web), 0);
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(queue.is_empty(), "not before the delay");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let again = tokio::time::timeout(Duration::from_secs(1), queue.get()).await;
+        assert_eq!(again.ok().flatten(), Some(key("web")));
+        // Nothing asked: nothing comes back.
+        handle_outcome::<Never>(
+            &queue,
+            &key("web"),
+            Outcome::Synced(Requeue::Never),
+            None,
+            &panics,
+        );
+        queue.done(&key("web"));
+        tokio::time::advance(Duration::from_secs(2000)).await;
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn the_earlier_of_two_requeues_wins() {
+        let after = |s| Requeue::After(Duration::from_secs(s));
+        assert_eq!(after(5).or_earlier(after(3)), after(3));
+        assert_eq!(Requeue::Never.or_earlier(after(3)), after(3));
+        assert_eq!(after(5).or_earlier(Requeue::Never), after(5));
+        assert_eq!(Requeue::after(None), Requeue::Never);
     }
 
     #[tokio::test(start_paused = true)]

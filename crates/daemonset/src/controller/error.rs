@@ -10,10 +10,6 @@ use crate::update::UpdateError;
 /// Why a sync failed; the key is requeued with backoff (forever, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error(
-        "the DaemonSet, Pod or ControllerRevision cache has not yet observed this controller's own writes"
-    )]
-    StaleCache,
     #[error("claiming {what}: {source}")]
     Claim {
         what: &'static str,
@@ -32,11 +28,7 @@ pub(crate) enum SyncError {
     Status(#[source] kube::Error),
 }
 
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    fn is_expected(&self) -> bool {
-        matches!(self, SyncError::StaleCache)
-    }
-}
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 
 /// Why the history could not be constructed.
 #[derive(Debug, thiserror::Error)]

@@ -31,7 +31,8 @@ impl DaemonSetController {
     pub(crate) fn register_handlers(&self) {
         let c = self.clone();
         self.inner
-            .daemon_sets
+            .core
+            .objects
             .add_handler(move |change: &Change<DaemonSetObject>| c.on_daemon_set(change));
         let c = self.clone();
         self.inner
@@ -71,10 +72,10 @@ impl DaemonSetController {
     fn daemon_set_deleted(&self, ds: &DaemonSetObject) {
         let key = ObjectKey::of(&ds.metadata);
         self.inner.placements.forget(&key);
-        self.inner.consistency.clear(&key);
+        self.inner.core.consistency.clear(&key);
         // A new DaemonSet with the same name must start with clean expectations.
         self.inner.expectations.delete_expectations(&key);
-        self.inner.queue.add(key);
+        self.inner.core.queue.add(key);
     }
 
     // ---- pods ----
@@ -94,7 +95,7 @@ impl DaemonSetController {
             self.pod_deleted(pod);
             return;
         }
-        let wake = self.inner.daemon_sets.to_wake(None, &pod.metadata);
+        let wake = self.inner.core.objects.to_wake(None, &pod.metadata);
         // A creation counts for the pod's controller only: nobody waits for an orphan.
         if let Some(ds) = &wake.controller {
             self.inner
@@ -123,6 +124,7 @@ impl DaemonSetController {
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
                 self.inner
+                    .core
                     .queue
                     .add_after(ObjectKey::of(&ds.metadata), delay);
             }
@@ -131,12 +133,12 @@ impl DaemonSetController {
 
     fn pod_deleted(&self, pod: &CachedPod) {
         // Nobody cares about an orphan going away.
-        let Some(ds) = self.inner.daemon_sets.controller_of(&pod.metadata) else {
+        let Some(ds) = self.inner.core.objects.controller_of(&pod.metadata) else {
             return;
         };
         let key = ObjectKey::of(&ds.metadata);
         self.inner.expectations.deletion_observed(&key);
-        self.inner.queue.add(key);
+        self.inner.core.queue.add(key);
     }
 
     // ---- ControllerRevisions ----
@@ -150,7 +152,7 @@ impl DaemonSetController {
                 }
                 // An owned revision wakes nobody, ours included: a sync created it and already used it.
                 // An orphan wakes every DaemonSet that may adopt it.
-                let wake = self.inner.daemon_sets.to_wake(None, &revision.metadata);
+                let wake = self.inner.core.objects.to_wake(None, &revision.metadata);
                 for ds in &wake.adopters {
                     self.enqueue(ds);
                 }
@@ -168,7 +170,7 @@ impl DaemonSetController {
     /// Wakes the DaemonSets a pod or revision updated from `old` to `new` concerns; returns them for
     /// the caller's own bookkeeping.
     fn wake_owners(&self, old: &ObjectMeta, new: &ObjectMeta) -> ToWake<DaemonSetObject> {
-        let wake = self.inner.daemon_sets.to_wake(Some(old), new);
+        let wake = self.inner.core.objects.to_wake(Some(old), new);
         for ds in wake.all() {
             self.enqueue(ds);
         }
@@ -176,7 +178,7 @@ impl DaemonSetController {
     }
 
     fn revision_deleted(&self, revision: &ControllerRevision) {
-        if let Some(ds) = self.inner.daemon_sets.controller_of(&revision.metadata) {
+        if let Some(ds) = self.inner.core.objects.controller_of(&revision.metadata) {
             self.enqueue(&ds);
         }
     }
@@ -212,10 +214,10 @@ impl DaemonSetController {
             .by_index(POD_NODE_INDEX, node_name)
             .iter()
             .filter_map(|pod| controller_ref(&pod.metadata))
-            .filter(|reference| self.inner.daemon_sets.is_our_kind(reference))
+            .filter(|reference| self.inner.core.objects.is_our_kind(reference))
             .map(|reference| reference.uid.clone())
             .collect();
-        for ds in self.inner.daemon_sets.list() {
+        for ds in self.inner.core.objects.list() {
             let placement = self.inner.placements.get(&ds);
             let decision = placement.evaluate(node);
             let scheduled = ds
@@ -250,7 +252,7 @@ impl DaemonSetController {
     }
 
     pub(crate) fn enqueue(&self, ds: &DaemonSetObject) {
-        self.inner.queue.add(ObjectKey::of(&ds.metadata));
+        self.inner.core.queue.add(ObjectKey::of(&ds.metadata));
     }
 }
 

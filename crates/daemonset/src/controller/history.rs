@@ -59,7 +59,7 @@ impl DaemonSetController {
         pods: &mut [Arc<CachedPod>],
     ) -> Result<History, SyncError> {
         let s = &self.inner;
-        let api: Api<ControllerRevision> = Api::namespaced(s.client.clone(), &owner.namespace);
+        let api: Api<ControllerRevision> = Api::namespaced(s.core.client.clone(), &owner.namespace);
         let mut candidates = s.revisions.by_index(CONTROLLER_UID_INDEX, &owner.uid);
         candidates.extend(
             s.revisions
@@ -67,7 +67,7 @@ impl DaemonSetController {
         );
         let matches = |revision: &ControllerRevision| selector.matches_meta(&revision.metadata);
         let claimed = claim(&api, owner, candidates, matches, || {
-            s.daemon_sets.recheck(ds_api, ds)
+            s.core.objects.recheck(ds_api, ds)
         })
         .await
         .map_err(HistoryFailure::from)?
@@ -174,7 +174,7 @@ impl DaemonSetController {
                     action: format!("creating ControllerRevision {name}"),
                     source: kube::Error::BuildRequest(e),
                 })?;
-        match s.client.request::<ControllerRevision>(request).await {
+        match s.core.client.request::<ControllerRevision>(request).await {
             Ok(created) => {
                 tracing::info!(revision = %name, number = revision_number, "created ControllerRevision");
                 self.record_revision_write(key, &created);
@@ -182,7 +182,7 @@ impl DaemonSetController {
             }
             Err(e) if is_already_exists(&e) => {
                 let api: Api<ControllerRevision> =
-                    Api::namespaced(s.client.clone(), &owner.namespace);
+                    Api::namespaced(s.core.client.clone(), &owner.namespace);
                 let existing = api
                     .get(&name)
                     .await
@@ -262,7 +262,7 @@ impl DaemonSetController {
         };
         let keep_hash = plan.keep_hash().to_string();
         let namespace = plan.keep.metadata.namespace.clone().unwrap_or_default();
-        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), &namespace);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), &namespace);
         let to_relabel: HashSet<String> = plan
             .pods_to_relabel(pods.iter().map(AsRef::as_ref))
             .into_iter()
@@ -284,7 +284,7 @@ impl DaemonSetController {
                 )
                 .await
                 .map_err(api_failure(format!("relabelling pod {pod_name}")))?;
-            s.consistency.record_write(key, &patched);
+            s.core.consistency.record_write(key, &patched);
             *pod = Arc::new(patched);
         }
         for duplicate in &plan.delete {
@@ -327,7 +327,7 @@ impl DaemonSetController {
         let live = live_hashes(with_deleted_terminal.values().flatten().copied());
         let old_refs: Vec<&ControllerRevision> = old.iter().map(AsRef::as_ref).collect();
         let api: Api<ControllerRevision> =
-            Api::namespaced(s.client.clone(), &snapshot.owner.namespace);
+            Api::namespaced(s.core.client.clone(), &snapshot.owner.namespace);
         for revision in revisions_to_clean_up(&old_refs, &live, limit) {
             let name = revision.metadata.name.as_deref().unwrap_or_default();
             tracing::info!(
@@ -346,7 +346,7 @@ impl DaemonSetController {
     }
 
     fn record_revision_write(&self, key: &ObjectKey, revision: &ControllerRevision) {
-        self.inner.consistency.record_write(key, revision);
+        self.inner.core.consistency.record_write(key, revision);
     }
 }
 

@@ -26,91 +26,73 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::discovery::ApiResource;
-use mini_kcm_runtime::client::RequestBudget;
-use mini_kcm_runtime::consistency::ConsistencyStore;
-use mini_kcm_runtime::controller::{Controller, ObjectKey, Owners};
-use mini_kcm_runtime::decisions::{DecidedBy, DecisionLog};
-use mini_kcm_runtime::events::EventRecorder;
-use mini_kcm_runtime::expectations::ControllerExpectations;
+use mini_kcm_runtime::controller::{
+    Controller, ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
+};
+use mini_kcm_runtime::expectations::{ControllerExpectations, ExpectationsSnapshot};
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
-use mini_kcm_runtime::inspect::{ControllerView, SyncStats};
 use mini_kcm_runtime::kinds::{
-    ApiFamily, WorkloadKind, controller_revision_informer, node_informer, pod_informer,
-    workload_informer,
+    WorkloadKind, controller_revision_informer, node_informer, pod_informer, workload_informer,
 };
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
-use mini_kcm_runtime::status_writes::StatusWrites;
-use mini_kcm_runtime::worker::{Workers, run_workers};
-use mini_kcm_workqueue::{WorkQueue, default_controller_rate_limiter};
 
+use crate::DaemonSetObject;
 use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};
 use crate::placement::DaemonPlacement;
-use crate::{BURST_REPLICAS, DaemonSetObject};
+
+pub(crate) use error::SyncError;
 
 /// The `reportingController` of our events, as upstream.
 pub(crate) const EVENT_COMPONENT: &str = "daemonset-controller";
 
-/// Settings of one DaemonSet controller instance.
-#[derive(Debug, Clone)]
-pub struct DaemonSetOptions {
-    pub family: ApiFamily,
-    /// `--concurrent-daemonset-syncs` (upstream default 2).
-    pub workers: usize,
-    /// Upstream's `BurstReplicas` (250): at most this many creations and deletions per sync.
-    pub burst_replicas: usize,
-    /// Where syncs file their decisions (disabled by default).
-    pub decisions: DecisionLog,
-    /// The request budget of the client the controller is given, which its event writes draw from
-    /// without holding up its other requests (unlimited by default).
-    pub budget: RequestBudget,
-}
+/// What sets this controller apart in its core.
+const DAEMON_SET_CONTROLLER: ControllerKind = ControllerKind {
+    name: "daemonset",
+    kind: WorkloadKind::DaemonSet,
+    event_component: EVENT_COMPONENT,
+    max_retries: None,
+};
 
-impl DaemonSetOptions {
-    pub fn new(family: ApiFamily) -> Self {
-        DaemonSetOptions {
-            family,
-            workers: 2,
-            burst_replicas: BURST_REPLICAS,
-            decisions: DecisionLog::disabled(),
-            budget: RequestBudget::unlimited(),
-        }
-    }
+/// `--concurrent-daemonset-syncs`' default, as upstream.
+#[cfg(test)]
+pub(crate) const DEFAULT_WORKERS: usize = 2;
+
+/// One DaemonSet controller instance (for one API family), built on the shared informers, with its
+/// event handlers registered. `client` is the controller's own (rate-limited) client for writes. Call
+/// [`SharedInformers::start`] afterwards.
+pub fn new_controller(
+    informers: &SharedInformers,
+    client: Client,
+    options: ControllerOptions,
+    metrics: ControllerMetrics,
+) -> Arc<dyn Controller> {
+    Arc::new(DaemonSetController::new(
+        informers, client, options, metrics,
+    ))
 }
 
 /// One DaemonSet controller (for one API family).
 #[derive(Clone)]
-pub struct DaemonSetController {
+pub(crate) struct DaemonSetController {
     pub(crate) inner: Arc<Shared>,
 }
 
 pub(crate) struct Shared {
-    pub(crate) options: DaemonSetOptions,
-    pub(crate) resource: ApiResource,
-    pub(crate) client: Client,
-    pub(crate) daemon_sets: Owners<DaemonSetObject>,
+    pub(crate) core: ControllerCore<DaemonSetObject>,
     pub(crate) pods: Informer<CachedPod>,
     pub(crate) nodes: Informer<Node>,
     pub(crate) revisions: Informer<ControllerRevision>,
-    pub(crate) queue: WorkQueue<ObjectKey>,
     /// Plain counters, as upstream's DaemonSet controller (not the UID-tracking kind of ReplicaSets).
     pub(crate) expectations: ControllerExpectations,
-    pub(crate) consistency: ConsistencyStore,
-    pub(crate) status_writes: StatusWrites,
     pub(crate) pod_control: PodControl,
-    pub(crate) recorder: EventRecorder,
     /// Per (DaemonSet, generation, node): how long to wait before deleting the next failed pod there.
     pub(crate) failed_pods_backoff: Mutex<FailedPodBackoff>,
     pub(crate) placements: PlacementCache,
-    pub(crate) metrics: ControllerMetrics,
-    pub(crate) syncs: SyncStats,
 }
 
 impl Shared {
@@ -123,127 +105,73 @@ impl Shared {
 }
 
 impl DaemonSetController {
-    /// Creates the controller on the shared informers and registers its event handlers. `client` is the
-    /// controller's own (rate-limited) client for writes. Call [`SharedInformers::start`] afterwards.
-    pub fn new(
+    pub(crate) fn new(
         informers: &SharedInformers,
         client: Client,
-        options: DaemonSetOptions,
+        options: ControllerOptions,
         metrics: ControllerMetrics,
     ) -> Self {
-        let family = options.family;
-        let daemon_sets = workload_informer(informers, WorkloadKind::DaemonSet, family);
-        let pods = pod_informer(informers);
-        let nodes = node_informer(informers);
-        let revisions = controller_revision_informer(informers);
-        let consistency = ConsistencyStore::default();
-        consistency.track(&pods);
-        consistency.track(&daemon_sets);
-        consistency.track(&revisions);
-        let resource = WorkloadKind::DaemonSet.api_resource(family);
-        let recorder = EventRecorder::new(
+        let daemon_sets: Informer<DaemonSetObject> =
+            workload_informer(informers, WorkloadKind::DaemonSet, options.family);
+        let core = ControllerCore::new(
+            DAEMON_SET_CONTROLLER,
+            daemon_sets,
+            |ds| &ds.spec.selector,
             client.clone(),
-            options.budget.clone(),
-            EVENT_COMPONENT,
-            metrics.events_dropped.clone(),
+            options,
+            metrics,
         );
-        let queue = WorkQueue::new(
-            family.queue_name("daemonset"),
-            default_controller_rate_limiter(),
-            metrics.queue.clone(),
-        );
+        let pods = pod_informer(informers);
+        let revisions = controller_revision_informer(informers);
+        core.track(&pods);
+        core.track(&revisions);
         let controller = DaemonSetController {
             inner: Arc::new(Shared {
-                daemon_sets: Owners::new(daemon_sets, resource.clone(), |ds| &ds.spec.selector),
-                resource,
-                status_writes: StatusWrites::new(
-                    queue.clone(),
-                    metrics.status_writes_deferred.clone(),
+                pod_control: PodControl::new(
+                    client,
+                    core.recorder.clone(),
+                    core.consistency.clone(),
                 ),
-                queue,
-                pod_control: PodControl::new(client.clone(), recorder.clone(), consistency.clone()),
-                recorder,
-                client,
+                core,
                 pods,
-                nodes,
+                nodes: node_informer(informers),
                 revisions,
                 expectations: ControllerExpectations::new(),
-                consistency,
                 failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
                 placements: PlacementCache::default(),
-                metrics,
-                options,
-                syncs: SyncStats::default(),
             }),
         };
         controller.register_handlers();
         controller
     }
-
-    /// Runs the workers until the queue is shut down, and meanwhile forgets stale failed-pod backoff
-    /// entries every [`BACKOFF_GC_INTERVAL`].
-    async fn run_workers(&self) {
-        let family = self.inner.options.family.label();
-        tracing::info!(
-            family,
-            workers = self.inner.options.workers,
-            "starting the DaemonSet controller"
-        );
-        let controller = self.clone();
-        let s = &self.inner;
-        let workers = Workers {
-            by: self.decided_by(),
-            queue: s.queue.clone(),
-            count: s.options.workers,
-            max_retries: None,
-            panics: s.metrics.sync_panics.clone(),
-            stats: s.syncs.clone(),
-            decisions: s.options.decisions.clone(),
-        };
-        let workers = run_workers(workers, move |key: ObjectKey| {
-            let controller = controller.clone();
-            async move { controller.sync(&key).await }
-        });
-        let backoff_gc = async {
-            loop {
-                tokio::time::sleep(BACKOFF_GC_INTERVAL).await;
-                self.inner.backoff().gc(tokio::time::Instant::now());
-            }
-        };
-        tokio::select! {
-            () = workers => {}
-            () = backoff_gc => {}
-        }
-    }
-
-    fn decided_by(&self) -> DecidedBy {
-        DecidedBy {
-            controller: "daemonset",
-            family: self.inner.options.family.label(),
-            kind: WorkloadKind::DaemonSet.kind(),
-        }
-    }
 }
 
-impl Controller for DaemonSetController {
-    fn run(&self) -> BoxFuture<'static, ()> {
-        let controller = self.clone();
-        async move { controller.run_workers().await }.boxed()
+impl Reconcile for DaemonSetController {
+    type Object = DaemonSetObject;
+    type Error = SyncError;
+
+    fn core(&self) -> &ControllerCore<DaemonSetObject> {
+        &self.inner.core
     }
 
-    fn shut_down(&self) {
-        self.inner.queue.shut_down();
+    async fn sync(&self, key: &ObjectKey, ds: Arc<DaemonSetObject>) -> Result<Requeue, SyncError> {
+        self.sync_daemon_set(key, ds).await
     }
 
-    fn inspect(&self) -> ControllerView {
-        let s = &self.inner;
-        ControllerView::new(
-            self.decided_by(),
-            s.options.workers,
-            &s.queue,
-            &s.syncs,
-            Some(s.expectations.snapshot()),
-        )
+    fn forget(&self, key: &ObjectKey) {
+        self.inner.expectations.delete_expectations(key);
+    }
+
+    fn expectations(&self) -> Option<ExpectationsSnapshot> {
+        Some(self.inner.expectations.snapshot())
+    }
+
+    /// Forgets stale failed-pod backoff entries every [`BACKOFF_GC_INTERVAL`].
+    async fn housekeeping(&self) {
+        loop {
+            tokio::time::sleep(BACKOFF_GC_INTERVAL).await;
+            self.inner.backoff().gc(tokio::time::Instant::now());
+        }
     }
 }
 

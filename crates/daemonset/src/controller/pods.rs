@@ -36,12 +36,12 @@ impl DaemonSetController {
     ) -> Result<(), SyncError> {
         let s = &self.inner;
         let key = snapshot.key;
-        let burst = s.options.burst_replicas;
+        let burst = crate::BURST_REPLICAS;
         let create_count = nodes_needing_pods.len().min(burst);
         let delete_count = pods_to_delete.len().min(burst);
         s.expectations
             .set_expectations(key, create_count, delete_count);
-        let regarding = object_reference(snapshot.ds, &s.resource);
+        let regarding = object_reference(snapshot.ds, &s.core.resource);
         let mut errors = Vec::new();
 
         if create_count > 0 {

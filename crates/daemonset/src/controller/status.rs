@@ -1,14 +1,16 @@
 //! The status write of a sync (upstream's `updateDaemonSetStatus` / `storeDaemonSetStatus`): counts from
 //! [`calculate_status`], written only when they or `observedGeneration` changed, through the status
 //! subresource with one retry after a fresh read (or left to the sync an event during this one already
-//! queued, see `mini_kcm_runtime::status_writes`); then a requeue for the moment the next Ready pod becomes
-//! available (any daemon pod, surged ones included), when `minReadySeconds` is set.
+//! queued, see `mini_kcm_runtime::status_writes`); then the moment to look again: when the next Ready pod
+//! becomes available (any daemon pod, surged ones included), if `minReadySeconds` is set.
 
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
+
+use mini_kcm_runtime::controller::Requeue;
 
 use super::DaemonSetController;
 use super::error::SyncError;
@@ -28,7 +30,7 @@ impl DaemonSetController {
         snapshot: &Snapshot<'_>,
         ds_api: &Api<DaemonSetObject>,
         update_observed_generation: bool,
-    ) -> Result<(), SyncError> {
+    ) -> Result<Requeue, SyncError> {
         let s = &self.inner;
         let evaluated = Instant::now();
         let report = calculate_status(
@@ -40,7 +42,7 @@ impl DaemonSetController {
             Timestamp::now(),
         );
         let due = status_to_store(snapshot.ds, &report.counts, update_observed_generation);
-        if let Some(status) = due.filter(|_| !s.status_writes.defer(snapshot.key)) {
+        if let Some(status) = due.filter(|_| !s.core.status_writes.defer(snapshot.key)) {
             tracing::debug!(counts = ?report.counts, "updating status");
             let stored = store_status(
                 ds_api,
@@ -52,7 +54,7 @@ impl DaemonSetController {
             .await
             .map_err(SyncError::Status)?;
             if stored.metadata.resource_version != snapshot.ds.metadata.resource_version {
-                s.consistency.record_write(snapshot.key, &stored);
+                s.core.consistency.record_write(snapshot.key, &stored);
             }
         }
         // Ready pods become available at a known moment: look again then (a surged pod's availability is
@@ -61,13 +63,9 @@ impl DaemonSetController {
             (Some(next), Some(fallback)) => Some(next.min(fallback)),
             (next, fallback) => next.or(fallback),
         };
-        if let Some(delay) = next {
-            s.queue.add_after(
-                snapshot.key.clone(),
-                delay.saturating_sub(evaluated.elapsed()),
-            );
-        }
-        Ok(())
+        Ok(Requeue::after(
+            next.map(|delay| delay.saturating_sub(evaluated.elapsed())),
+        ))
     }
 }
 

@@ -1,16 +1,16 @@
-//! One sync of one DaemonSet (upstream's `syncDaemonSet`), in upstream's order:
+//! One sync of one DaemonSet (upstream's `syncDaemonSet`), in upstream's order. The runtime's core has
+//! already skipped a key whose caches lag behind our own writes and forgotten a DaemonSet that is gone.
 //!
-//! 1. skip while the caches have not caught up with our own writes (read-your-own-writes);
-//! 2. a DaemonSet that is gone: forget it; an empty selector: refuse (`SelectingAll`); being deleted: stop
-//!    (no status: its pods and revisions may be going away under us);
-//! 3. read the snapshot: every node, the DaemonSet's pods (its own plus the namespace's orphans, from the pod
+//! 1. an empty selector: refuse (`SelectingAll`); being deleted: stop (no status: its pods and revisions
+//!    may be going away under us);
+//! 2. read the snapshot: every node, the DaemonSet's pods (its own plus the namespace's orphans, from the pod
 //!    index) claimed by the selector, and its placement rules parsed once;
-//! 4. construct the history: claim the revisions, find or create the current one (its hash labels new pods);
-//! 5. if the expectations are satisfied: manage (create missing pods, delete failed, surplus and misplaced
+//! 3. construct the history: claim the revisions, find or create the current one (its hash labels new pods);
+//! 4. if the expectations are satisfied: manage (create missing pods, delete failed, surplus and misplaced
 //!    ones), then, if manage had nothing to do and the strategy is RollingUpdate, one rolling-update step;
 //!    then clean up old revisions;
-//! 6. write the status (`observedGeneration` only if step 5 ran) and requeue for pods about to become
-//!    available.
+//! 5. write the status (`observedGeneration` only if step 4 ran); ask to sync again when pods become
+//!    available or a failed pod's backoff ends.
 //!
 //! Cost: O(pods of the DaemonSet + orphans of its namespace + revisions of the DaemonSet + nodes), and the
 //! nodes are only read, never copied: there is no node-to-pod table to maintain between syncs, the mapping
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::expectations::waiting_reason;
@@ -42,53 +42,44 @@ impl DaemonSetController {
     /// One sync of one DaemonSet, in upstream's order (docs/daemonset.md, "One sync").
     ///
     /// upstream: syncDaemonSet
-    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+    pub(crate) async fn sync_daemon_set(
+        &self,
+        key: &ObjectKey,
+        ds: Arc<DaemonSetObject>,
+    ) -> Result<Requeue, SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
-        if !s.consistency.is_ready(key) {
-            s.metrics
-                .stale_sync_skips
-                .inc(&s.resource.group, "daemonsets");
-            return Err(SyncError::StaleCache);
-        }
         let namespace = key.namespace();
-        let Some(ds) = s.daemon_sets.get(namespace, key.name()) else {
-            tracing::debug!("DaemonSet has been deleted; forgetting its expectations");
-            s.consistency.clear(key);
-            s.expectations.delete_expectations(key);
-            s.status_writes.forget(key);
-            return Ok(());
-        };
-        let ds = without_unmaintained_template_generation(ds, s.options.family);
+        let ds = without_unmaintained_template_generation(ds, s.core.options.family);
         let selector = match Selector::from_label_selector(&ds.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {
-                s.recorder.warning(
-                    &object_reference(ds.as_ref(), &s.resource),
+                s.core.recorder.warning(
+                    &object_reference(ds.as_ref(), &s.core.resource),
                     None,
                     SELECTING_ALL_REASON,
                     "Select",
                     "This daemon set is selecting all pods. A non-empty selector is required."
                         .into(),
                 );
-                return Ok(());
+                return Ok(Requeue::Never);
             }
             Err(e) => {
                 // The API server validates selectors; a bad one here would fail every sync alike.
                 tracing::error!(error = %e, "invalid selector; not syncing");
-                return Ok(());
+                return Ok(Requeue::Never);
             }
         };
         if ds.metadata.deletion_timestamp.is_some() {
             tracing::debug!("DaemonSet is being deleted; nothing to do");
-            return Ok(());
+            return Ok(Requeue::Never);
         }
 
         let nodes = s.nodes.list();
         let placement = s.placements.get(&ds);
-        let owner = OwnerInfo::of(ds.as_ref(), &s.resource);
+        let owner = OwnerInfo::of(ds.as_ref(), &s.core.resource);
         let ds_api: Api<DaemonSetObject> =
-            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
         let mut pods = self.claim_pods(&ds, &owner, &selector, &ds_api).await?;
         let History { current, old } = self
             .construct_history(key, &ds, &owner, &selector, &ds_api, &mut pods)
@@ -116,7 +107,7 @@ impl DaemonSetController {
             self.update_daemon_set(&snapshot, &old, &pods).await
         } else {
             decisions::skip(waiting_reason(s.expectations.get(key)));
-            Ok(())
+            Ok(Requeue::Never)
         };
         let status_result = self.update_status(&snapshot, &ds_api, needs_sync).await;
         tracing::debug!(elapsed = ?started.elapsed(), "synced");
@@ -125,20 +116,21 @@ impl DaemonSetController {
                 tracing::warn!(error = %status_error, "updating the status failed too");
                 Err(e)
             }
-            (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
-            (Ok(()), Ok(())) => Ok(()),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+            (Ok(manage), Ok(status)) => Ok(manage.or_earlier(status)),
         }
     }
 
-    /// Upstream's `updateDaemonSet`: manage, one rolling-update step, history cleanup.
+    /// Upstream's `updateDaemonSet`: manage, one rolling-update step, history cleanup. Returns when to
+    /// look again for a failed pod's backoff.
     async fn update_daemon_set(
         &self,
         snapshot: &Snapshot<'_>,
         old_revisions: &[Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
         pods: &[Arc<CachedPod>],
-    ) -> Result<(), SyncError> {
+    ) -> Result<Requeue, SyncError> {
         let s = &self.inner;
-        let manage_acted = self.manage(snapshot).await?;
+        let (manage_acted, requeue) = self.manage(snapshot).await?;
         // The rolling update plans on the same snapshot, so only when manage changed nothing in it (upstream
         // re-reads the cache, which is the same thing once the expectations are satisfied). A manage that
         // acted brings events, and with them the next sync.
@@ -163,14 +155,15 @@ impl DaemonSetController {
             self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
                 .await?;
         }
-        self.cleanup_history(snapshot, old_revisions, pods).await
+        self.cleanup_history(snapshot, old_revisions, pods).await?;
+        Ok(requeue)
     }
 
-    /// Upstream's `manage`: the per-node plan executed by `sync_nodes`, with the failed-pod events and the
-    /// backoff requeue. Returns whether any pod was to be created or deleted.
+    /// Upstream's `manage`: the per-node plan executed by `sync_nodes`, with the failed-pod events. Returns
+    /// whether any pod was to be created or deleted, and when a failed pod's backoff ends.
     ///
     /// upstream: manage
-    async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<bool, SyncError> {
+    async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<(bool, Requeue), SyncError> {
         let s = &self.inner;
         let plan = {
             let ctx = ManageContext::new(
@@ -188,7 +181,7 @@ impl DaemonSetController {
                 &mut backoff,
             )
         };
-        let regarding = object_reference(snapshot.ds, &s.resource);
+        let regarding = object_reference(snapshot.ds, &s.core.resource);
         if decisions::recording() {
             let map = node_map(snapshot.placement, snapshot.nodes, &snapshot.node_to_pods);
             decisions::observe("nodes", map.len());
@@ -210,15 +203,14 @@ impl DaemonSetController {
                 ..Default::default()
             });
             if event.event_type == "Warning" {
-                s.recorder
+                s.core
+                    .recorder
                     .warning(&regarding, related, event.reason, "Delete", event.message);
             } else {
-                s.recorder
+                s.core
+                    .recorder
                     .normal(&regarding, related, event.reason, "Delete", event.message);
             }
-        }
-        if let Some(delay) = plan.requeue_after {
-            s.queue.add_after(snapshot.key.clone(), delay);
         }
         let acted = !plan.nodes_needing_pods.is_empty() || !plan.pods_to_delete.is_empty();
         if acted {
@@ -226,7 +218,7 @@ impl DaemonSetController {
         }
         self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
             .await?;
-        Ok(acted)
+        Ok((acted, Requeue::after(plan.requeue_after)))
     }
 
     /// The DaemonSet's pods after adoption and release: its own plus the namespace's orphans, from the pod
@@ -240,10 +232,10 @@ impl DaemonSetController {
     ) -> Result<Vec<Arc<CachedPod>>, SyncError> {
         let s = &self.inner;
         let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
-        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), &owner.namespace);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), &owner.namespace);
         let matches = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         let claimed = claim(&pods_api, owner, candidates, matches, || {
-            s.daemon_sets.recheck(ds_api, ds)
+            s.core.objects.recheck(ds_api, ds)
         })
         .await
         .map_err(|source| SyncError::Claim {

@@ -14,11 +14,12 @@ use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 
-use super::{DaemonSetController, DaemonSetOptions};
+use super::{DEFAULT_WORKERS, DaemonSetController};
 use crate::DaemonSetObject;
 use crate::history::{build_revision, revision_data};
 use crate::placement::tests::{labels, new_ds, new_node};
 use crate::update::tests::pod_with;
+use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
 
 /// A key from upstream's `namespace/name` spelling.
 fn key(key: &str) -> ObjectKey {
@@ -32,7 +33,7 @@ fn controller() -> DaemonSetController {
     DaemonSetController::new(
         &informers,
         client,
-        DaemonSetOptions::new(ApiFamily::Apps),
+        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
         mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
     )
 }
@@ -95,9 +96,9 @@ fn daemon_pod(ds: &DaemonSetObject, name: &str, node: &str, hash: &str) -> Cache
 
 async fn drain(c: &DaemonSetController) -> Vec<String> {
     let mut keys = Vec::new();
-    while !c.inner.queue.is_empty() {
-        let key = c.inner.queue.get().await.unwrap();
-        c.inner.queue.done(&key);
+    while !c.inner.core.queue.is_empty() {
+        let key = c.inner.core.queue.get().await.unwrap();
+        c.inner.core.queue.done(&key);
         keys.push(key.to_string());
     }
     keys.sort();
@@ -109,7 +110,7 @@ async fn a_daemon_set_in_its_desired_state_makes_no_api_call() {
     let c = controller();
     let ds = daemon_set("foo", status(2, 2, 2, 2));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     for (i, node) in ["node-0", "node-1"].into_iter().enumerate() {
         c.inner.nodes.cache_insert(new_node(node, None));
         c.inner
@@ -117,9 +118,10 @@ async fn a_daemon_set_in_its_desired_state_makes_no_api_call() {
             .cache_insert(daemon_pod(&ds, &format!("pod-{i}"), node, &hash));
     }
     // Any request would fail against the unreachable client.
-    c.sync(&key("default/foo"))
+    let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("nothing to do, nothing called");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
@@ -128,7 +130,7 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
     // Two nodes, one pod: only a creation would call the API (the status already says so).
     let ds = daemon_set("foo", status(2, 1, 1, 1));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     c.inner.nodes.cache_insert(new_node("node-0", None));
     c.inner.nodes.cache_insert(new_node("node-1", None));
     c.inner
@@ -138,17 +140,20 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
     c.inner
         .expectations
         .expect_creations(&key("default/foo"), 1);
-    c.sync(&key("default/foo"))
+    let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("dormant: no creation attempted");
+    assert_eq!(requeue, Requeue::Never);
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
     c.inner.expectations.creation_observed(&key("default/foo"));
-    let err = c
-        .sync(&key("default/foo"))
+    let err = sync_key(&c, &key("default/foo"))
         .await
         .expect_err("a creation is attempted");
-    assert!(matches!(err, super::error::SyncError::Manage(_)), "{err}");
+    assert!(
+        matches!(err, SyncKeyError::Failed(super::SyncError::Manage(_))),
+        "{err}"
+    );
     assert!(err.to_string().contains("node-1"), "{err}");
     // The failed creation lowered the expectations again, so the next sync may retry.
     assert!(
@@ -164,7 +169,7 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
     // One node whose only pod failed: counted as scheduled, neither ready nor available.
     let ds = daemon_set("foo", status(1, 1, 0, 0));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     c.inner.nodes.cache_insert(new_node("node-0", None));
     let mut failed = daemon_pod(&ds, "pod-0", "node-0", &hash);
     failed.status = Some(CachedPodStatus {
@@ -173,16 +178,19 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
     });
     c.inner.pods.cache_insert(failed);
 
-    let err = c
-        .sync(&key("default/foo"))
+    let err = sync_key(&c, &key("default/foo"))
         .await
         .expect_err("the failed pod's deletion is attempted");
     assert!(err.to_string().contains("deleting pod pod-0"), "{err}");
     assert_eq!(c.inner.backoff().len(), 1, "the node's backoff started");
     // Still failed (the deletion did not happen): within the backoff nothing is attempted.
-    c.sync(&key("default/foo"))
+    let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("held back by the backoff");
+    assert!(
+        matches!(requeue, Requeue::After(d) if !d.is_zero()),
+        "looks again when the backoff ends: {requeue:?}"
+    );
 }
 
 #[tokio::test]
@@ -193,8 +201,8 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
     let mut b = daemon_set("b", status(0, 0, 0, 0));
     b.metadata.uid = Some("uid-b".into());
     b.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "b")]));
-    c.inner.daemon_sets.cache_insert(a.clone());
-    c.inner.daemon_sets.cache_insert(b.clone());
+    c.inner.core.objects.cache_insert(a.clone());
+    c.inner.core.objects.cache_insert(b.clone());
 
     // A new node for `a` only.
     let node = Arc::new(new_node("n1", Some(labels(&[("role", "a")]))));
@@ -242,7 +250,7 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
 async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     let mut foreign = daemon_pod(&ds, "p", "node-0", "h");
     // The copy named `foo` is another object: another UID.
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
@@ -276,7 +284,7 @@ async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
 async fn orphan_revisions_wake_matching_daemon_sets_and_owned_ones_do_not() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     let data = revision_data(&ds).unwrap();
     let owned = build_revision(&ds, &data, 1, controller_ref(&ds)).unwrap();
     c.on_revision(&Change::Added(Arc::new(owned.clone())));
@@ -305,11 +313,12 @@ async fn an_empty_selector_is_refused_without_touching_anything() {
     let c = controller();
     let mut ds = daemon_set("foo", status(0, 0, 0, 0));
     ds.spec.selector = LabelSelector::default();
-    c.inner.daemon_sets.cache_insert(ds);
+    c.inner.core.objects.cache_insert(ds);
     c.inner.nodes.cache_insert(new_node("node-0", None));
-    c.sync(&key("default/foo"))
+    let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("SelectingAll, no work");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
@@ -323,7 +332,8 @@ async fn deleting_a_daemon_set_forgets_its_expectations() {
     assert!(c.inner.expectations.get(&key("default/foo")).is_none());
     assert_eq!(drain(&c).await, ["default/foo"]);
     // The sync of a DaemonSet that is gone does nothing and succeeds.
-    c.sync(&key("default/foo")).await.expect("gone");
+    let requeue = sync_key(&c, &key("default/foo")).await.expect("gone");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
@@ -366,7 +376,7 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
         status.updated_number_scheduled = Some(0);
     }
     let hash = insert_current_revision(&c, &ds);
-    c.inner.daemon_sets.cache_insert(ds.clone());
+    c.inner.core.objects.cache_insert(ds.clone());
     c.inner.nodes.cache_insert(new_node("node-0", None));
     let now = Timestamp::now();
     let at = |ago: i64| Some(Time(now.checked_sub(ago.seconds()).unwrap()));
@@ -379,12 +389,12 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
     c.inner.pods.cache_insert(old);
     c.inner.pods.cache_insert(new);
 
-    c.sync(&key("default/foo"))
+    let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("nothing to write while the new pod is not yet available");
-    let waiting = c.inner.queue.snapshot(10).waiting;
-    assert_eq!(waiting.len(), 1, "{waiting:?}");
-    let ready_in = waiting[0].ready_in;
+    let Requeue::After(ready_in) = requeue else {
+        panic!("no recheck asked for: {requeue:?}");
+    };
     assert!(
         ready_in > std::time::Duration::from_secs(4)
             && ready_in <= std::time::Duration::from_secs(6),

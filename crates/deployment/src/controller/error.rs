@@ -7,8 +7,6 @@ use mini_kcm_runtime::ownership::ClaimError;
 /// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error("the Deployment or ReplicaSet cache has not yet observed this controller's own writes")]
-    StaleCache,
     #[error("claiming ReplicaSets: {0}")]
     Claim(#[from] ClaimError),
     #[error("{action}: {source}")]
@@ -28,14 +26,9 @@ pub(crate) enum SyncError {
 }
 
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    /// A write conflict or a stale cache means our cache was behind; the retry reads fresher objects.
-    /// Routine.
-    fn is_expected(&self) -> bool {
-        match self {
-            SyncError::StaleCache => true,
-            SyncError::Api { source, .. } => is_conflict(source),
-            _ => false,
-        }
+    /// A write conflict means our cache was behind; the retry reads fresher objects. Routine.
+    fn is_routine(&self) -> bool {
+        matches!(self, SyncError::Api { source, .. } if is_conflict(source))
     }
 
     /// As upstream's `handleErr`: a write refused because the namespace is being deleted ends the key.

@@ -14,7 +14,8 @@ impl DeploymentController {
     pub(crate) fn register_handlers(&self) {
         let c = self.clone();
         self.inner
-            .deployments
+            .core
+            .objects
             .add_handler(move |change: &Change<DeploymentObject>| {
                 // Every change (spec, status, even deletion) is worth a sync.
                 let d = match change {
@@ -47,7 +48,7 @@ impl DeploymentController {
                 self.wake_owners(Some(old), new);
             }
             Change::Deleted(rs) => {
-                if let Some(d) = self.inner.deployments.controller_of(&rs.metadata) {
+                if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata) {
                     self.enqueue(&d);
                 }
             }
@@ -58,7 +59,8 @@ impl DeploymentController {
     fn wake_owners(&self, old: Option<&ReplicaSetObject>, new: &ReplicaSetObject) {
         let wake = self
             .inner
-            .deployments
+            .core
+            .objects
             .to_wake(old.map(|rs| &rs.metadata), &new.metadata);
         for d in wake.all() {
             self.enqueue(d);
@@ -70,7 +72,7 @@ impl DeploymentController {
         let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };
-        if let Some(d) = self.inner.deployments.controller_of(&rs.metadata)
+        if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata)
             && strategy_type(&d) == RECREATE_STRATEGY
         {
             self.enqueue(&d);
@@ -78,6 +80,6 @@ impl DeploymentController {
     }
 
     pub(crate) fn enqueue(&self, d: &DeploymentObject) {
-        self.inner.queue.add(ObjectKey::of(&d.metadata));
+        self.inner.core.queue.add(ObjectKey::of(&d.metadata));
     }
 }

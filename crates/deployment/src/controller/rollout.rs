@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
-use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
@@ -97,15 +97,17 @@ impl<'a> Rollout<'a> {
     }
 
     fn event(&self, warning: bool, reason: &str, note: String) {
-        let regarding = object_reference(&self.d, &self.c.inner.resource);
+        let regarding = object_reference(&self.d, &self.c.inner.core.resource);
         if warning {
             self.c
                 .inner
+                .core
                 .recorder
                 .warning(&regarding, None, reason, reason, note);
         } else {
             self.c
                 .inner
+                .core
                 .recorder
                 .normal(&regarding, None, reason, reason, note);
         }
@@ -166,7 +168,7 @@ impl<'a> Rollout<'a> {
     ) -> Result<ReplicaSetObject, SyncError> {
         let s = &self.c.inner;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
-        let owner = OwnerInfo::of(&self.d, &s.resource).controller_reference();
+        let owner = OwnerInfo::of(&self.d, &s.core.resource).controller_reference();
         let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
         let rs_name = name(&rs.metadata).to_string();
         let revision_of_new = revision(&rs.metadata).unwrap_or(0);
@@ -174,7 +176,7 @@ impl<'a> Rollout<'a> {
         record_write("create", format_args!("ReplicaSet {rs_name}"), &result);
         let (created_rs, created) = match result {
             Ok(created_rs) => {
-                s.consistency.record_write(self.key, &created_rs);
+                s.core.consistency.record_write(self.key, &created_rs);
                 (created_rs, true)
             }
             Err(e) if is_conflict(&e) => {
@@ -263,7 +265,11 @@ impl<'a> Rollout<'a> {
         record_write("update", format_args!("ReplicaSet {rs_name}"), &result);
         let stored =
             result.map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
-        self.c.inner.consistency.record_write(self.key, &stored);
+        self.c
+            .inner
+            .core
+            .consistency
+            .record_write(self.key, &stored);
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
         }
@@ -315,7 +321,7 @@ impl<'a> Rollout<'a> {
         let wanted = desired.metadata.annotations.clone().unwrap_or_default();
         let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
         let annotations_changed = current != wanted;
-        if self.c.inner.options.family == ApiFamily::Apps {
+        if self.c.inner.core.options.family == ApiFamily::Apps {
             if !annotations_changed && !status_needs_write(self.d.status.as_ref(), &new_status) {
                 return Ok(());
             }
@@ -349,7 +355,11 @@ impl<'a> Rollout<'a> {
             );
             self.d =
                 result.map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
-            self.c.inner.consistency.record_write(self.key, &self.d);
+            self.c
+                .inner
+                .core
+                .consistency
+                .record_write(self.key, &self.d);
         }
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
@@ -372,7 +382,11 @@ impl<'a> Rollout<'a> {
             &result,
         );
         self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
-        self.c.inner.consistency.record_write(self.key, &self.d);
+        self.c
+            .inner
+            .core
+            .consistency
+            .record_write(self.key, &self.d);
         Ok(())
     }
 
@@ -390,7 +404,7 @@ impl<'a> Rollout<'a> {
 
     /// `status` as this family stores it (see [`with_status_selector`]).
     fn with_selector(&self, status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
-        with_status_selector(&self.d, self.c.inner.options.family, status)
+        with_status_selector(&self.d, self.c.inner.core.options.family, status)
     }
 
     // ---- status ----
@@ -453,9 +467,9 @@ impl<'a> Rollout<'a> {
         self.write_status(status).await
     }
 
-    /// Upstream's `syncRolloutStatus`: counts, Available and Progressing; when nothing changed, requeue
-    /// for the progress deadline instead.
-    async fn sync_rollout_status(&mut self) -> Result<(), SyncError> {
+    /// Upstream's `syncRolloutStatus`: counts, Available and Progressing; when nothing changed, ask to
+    /// sync again when the progress deadline passes instead.
+    async fn sync_rollout_status(&mut self) -> Result<Requeue, SyncError> {
         let (new, old) = self.current();
         self.note_rollout_point(new.as_ref(), &old);
         let all = Self::all_refs(new.as_ref(), &old);
@@ -472,18 +486,11 @@ impl<'a> Rollout<'a> {
             ));
         }
         if !status_needs_write(self.d.status.as_ref(), &status) {
-            if let Some(delay) = requeue_after_for_progress(&self.d, &status, now).queue_delay() {
-                let key = self.key.clone();
-                if delay.is_zero() {
-                    self.c.inner.queue.add_rate_limited(key);
-                } else {
-                    tracing::debug!(?delay, "requeued for the progress deadline");
-                    self.c.inner.queue.add_after(key, delay);
-                }
-            }
-            return Ok(());
+            let delay = requeue_after_for_progress(&self.d, &status, now).queue_delay();
+            return Ok(Requeue::after(delay));
         }
-        self.write_status(status).await
+        self.write_status(status).await?;
+        Ok(Requeue::Never)
     }
 
     /// Writes a recomputed status (nothing else about the Deployment changed) if it differs from the
@@ -494,7 +501,7 @@ impl<'a> Rollout<'a> {
         status: StatusWithSelector<DeploymentStatus>,
     ) -> Result<(), SyncError> {
         if !status_needs_write(self.d.status.as_ref(), &status)
-            || self.c.inner.status_writes.defer(self.key)
+            || self.c.inner.core.status_writes.defer(self.key)
         {
             return Ok(());
         }
@@ -532,7 +539,7 @@ impl<'a> Rollout<'a> {
     /// maxUnavailable; clean up once the rollout is complete; write the status.
     ///
     /// upstream: rolloutRolling
-    pub(crate) async fn rollout_rolling(&mut self) -> Result<(), SyncError> {
+    pub(crate) async fn rollout_rolling(&mut self) -> Result<Requeue, SyncError> {
         let (new, old) = self.new_and_old(true).await?;
         let Some(new) = new else {
             return Err(SyncError::NoNewReplicaSet);
@@ -585,7 +592,7 @@ impl<'a> Rollout<'a> {
     pub(crate) async fn rollout_recreate(
         &mut self,
         pods: &[(String, Arc<CachedPod>)],
-    ) -> Result<(), SyncError> {
+    ) -> Result<Requeue, SyncError> {
         let (new, old) = self.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         let scale_down = scale_down_old_replica_sets_for_recreate(&old_refs);
@@ -694,7 +701,11 @@ impl<'a> Rollout<'a> {
             .await;
         record_write("update", format_args!("Deployment {d_name}"), &result);
         self.d = result.map_err(|e| SyncError::api("updating the Deployment", e))?;
-        self.c.inner.consistency.record_write(self.key, &self.d);
+        self.c
+            .inner
+            .core
+            .consistency
+            .record_write(self.key, &self.d);
         Ok(())
     }
 

@@ -1,4 +1,5 @@
-//! One sync of one Deployment (upstream's `syncDeployment`), in upstream's order:
+//! One sync of one Deployment (upstream's `syncDeployment`), in upstream's order. The runtime's core has
+//! already skipped a key whose caches lag behind our own writes and forgotten a Deployment that is gone.
 //!
 //! 1. an empty selector selects every pod: refuse (`SelectingAll`);
 //! 2. claim ReplicaSets (adopt orphans that match, release ours that stopped matching);
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::kinds::{
@@ -38,33 +39,25 @@ impl DeploymentController {
     /// One sync of one Deployment; the steps are in the module header.
     ///
     /// upstream: syncDeployment
-    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+    pub(crate) async fn sync_deployment(
+        &self,
+        key: &ObjectKey,
+        cached: Arc<DeploymentObject>,
+    ) -> Result<Requeue, SyncError> {
         let s = &self.inner;
-        if !s.consistency.is_ready(key) {
-            s.metrics
-                .stale_sync_skips
-                .inc(&s.resource.group, "deployments");
-            return Err(SyncError::StaleCache);
-        }
         let namespace = key.namespace();
-        let Some(cached) = s.deployments.get(namespace, key.name()) else {
-            tracing::debug!("Deployment has been deleted");
-            s.consistency.clear(key);
-            s.status_writes.forget(key);
-            return Ok(());
-        };
         let d: DeploymentObject = (*cached).clone();
         let d_api: Api<DeploymentObject> =
-            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
+            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
         let rs_api: Api<ReplicaSetObject> =
-            Api::namespaced_with(s.client.clone(), namespace, &s.rs_resource);
-        let regarding = object_reference(&d, &s.resource);
+            Api::namespaced_with(s.core.client.clone(), namespace, &s.rs_resource);
+        let regarding = object_reference(&d, &s.core.resource);
 
         let selector = match Selector::from_label_selector(&d.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {
                 decisions::skip("refused: an empty selector selects every pod");
-                s.recorder.warning(
+                s.core.recorder.warning(
                     &regarding,
                     None,
                     "SelectingAll",
@@ -73,11 +66,14 @@ impl DeploymentController {
                         .into(),
                 );
                 let mut rollout = Rollout::new(self, key, d, Vec::new(), d_api, rs_api);
-                return rollout.observe_generation_only().await;
+                return rollout
+                    .observe_generation_only()
+                    .await
+                    .map(|()| Requeue::Never);
             }
             Err(e) => {
                 tracing::error!(error = %e, "invalid selector; not syncing");
-                return Ok(());
+                return Ok(Requeue::Never);
             }
         };
 
@@ -87,7 +83,7 @@ impl DeploymentController {
             decisions::skip(
                 "refused: the selector uses pod-template-hash, which would select nothing the controller creates",
             );
-            s.recorder.warning(
+            s.core.recorder.warning(
                 &regarding,
                 None,
                 event_reasons::SELECTOR_USES_POD_TEMPLATE_HASH,
@@ -96,7 +92,10 @@ impl DeploymentController {
             );
             let refused = refused_for_pod_template_hash(&d, Timestamp::now());
             let mut rollout = Rollout::new(self, key, d, Vec::new(), d_api, rs_api);
-            return rollout.write_deployment(refused).await;
+            return rollout
+                .write_deployment(refused)
+                .await
+                .map(|()| Requeue::Never);
         }
 
         let rss = self
@@ -106,7 +105,7 @@ impl DeploymentController {
 
         if rollout.d.metadata.deletion_timestamp.is_some() {
             decisions::skip("being deleted: status only");
-            return rollout.sync_status_only().await;
+            return rollout.sync_status_only().await.map(|()| Requeue::Never);
         }
 
         let mut paused_check = rollout.d.clone();
@@ -116,10 +115,13 @@ impl DeploymentController {
 
         if rollout.d.spec.paused == Some(true) {
             decisions::reason("paused: scaling and cleanup only, no rollout");
-            return rollout.sync_scale_and_status().await;
+            return rollout
+                .sync_scale_and_status()
+                .await
+                .map(|()| Requeue::Never);
         }
         if rollback_to(&rollout.d).is_some() {
-            return rollout.rollback().await;
+            return rollout.rollback().await.map(|()| Requeue::Never);
         }
         let (new_rs, old_rss) = rollout.new_and_old(false).await?;
         let old_refs: Vec<&ReplicaSetObject> = old_rss.iter().collect();
@@ -128,7 +130,10 @@ impl DeploymentController {
                 "scaling event: spec.replicas is now {} while the ReplicaSets' desired-replicas annotation differs",
                 crate::accessors::deployment_replicas(&rollout.d)
             ));
-            return rollout.sync_scale_and_status().await;
+            return rollout
+                .sync_scale_and_status()
+                .await
+                .map(|()| Requeue::Never);
         }
         match strategy_type(&rollout.d) {
             RECREATE_STRATEGY => {
@@ -159,8 +164,8 @@ impl DeploymentController {
             s.replica_sets
                 .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(namespace)),
         );
-        let owner = OwnerInfo::of(d, &s.resource);
-        let recheck = || s.deployments.recheck(d_api, d);
+        let owner = OwnerInfo::of(d, &s.core.resource);
+        let recheck = || s.core.objects.recheck(d_api, d);
         let matches = |rs: &ReplicaSetObject| selector.matches_meta(&rs.metadata);
         let claimed = claim(rs_api, &owner, candidates, matches, recheck).await?;
         Ok(claimed

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::client::unreachable_client;
-use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::controller::{ControllerOptions, ObjectKey, Requeue, SyncKeyError, sync_key};
 use mini_kcm_runtime::informers::{Change, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::error::SyncError;
-use super::{DeploymentController, DeploymentOptions};
+use super::{DEFAULT_WORKERS, DeploymentController};
 use crate::testutil::{deployment, recreate, rs_for};
 use crate::{DeploymentObject, ReplicaSetObject};
 
@@ -24,7 +24,7 @@ fn controller() -> DeploymentController {
     DeploymentController::new(
         &informers,
         client,
-        DeploymentOptions::new(ApiFamily::Apps),
+        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
         mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
     )
 }
@@ -58,9 +58,9 @@ fn replica_set(d: &DeploymentObject, name: &str, owner: Option<(&str, &str)>) ->
 
 async fn drain(c: &DeploymentController) -> Vec<String> {
     let mut keys = Vec::new();
-    while !c.inner.queue.is_empty() {
-        let key = c.inner.queue.get().await.unwrap();
-        c.inner.queue.done(&key);
+    while !c.inner.core.queue.is_empty() {
+        let key = c.inner.core.queue.get().await.unwrap();
+        c.inner.core.queue.done(&key);
         keys.push(key.to_string());
     }
     keys.sort();
@@ -71,9 +71,10 @@ async fn drain(c: &DeploymentController) -> Vec<String> {
 async fn a_replica_set_event_wakes_only_its_controller() {
     let c = controller();
     let first = deployment("first", 1, 1, 0);
-    c.inner.deployments.cache_insert(first.clone());
+    c.inner.core.objects.cache_insert(first.clone());
     c.inner
-        .deployments
+        .core
+        .objects
         .cache_insert(deployment("second", 1, 1, 0));
     let owned = replica_set(&first, "rs", Some(("apps/v1", "second")));
     c.on_replica_set(&Change::Added(Arc::new(owned)));
@@ -84,13 +85,14 @@ async fn a_replica_set_event_wakes_only_its_controller() {
 async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
     let c = controller();
     let first = deployment("first", 1, 1, 0);
-    c.inner.deployments.cache_insert(first.clone());
+    c.inner.core.objects.cache_insert(first.clone());
     c.inner
-        .deployments
+        .core
+        .objects
         .cache_insert(deployment("second", 1, 1, 0));
     let mut elsewhere = deployment("elsewhere", 1, 1, 0);
     elsewhere.metadata.namespace = Some("other".into());
-    c.inner.deployments.cache_insert(elsewhere);
+    c.inner.core.objects.cache_insert(elsewhere);
     c.on_replica_set(&Change::Added(Arc::new(replica_set(&first, "rs", None))));
     assert_eq!(drain(&c).await, ["default/first", "default/second"]);
 }
@@ -99,7 +101,7 @@ async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
 async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_ours() {
     let c = controller();
     let d = deployment("web", 1, 1, 0);
-    c.inner.deployments.cache_insert(d.clone());
+    c.inner.core.objects.cache_insert(d.clone());
     // The copy named `web` is another object: another UID.
     let mut foreign = replica_set(&d, "rs", Some(("minikcm.dev/v1", "web")));
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
@@ -113,7 +115,7 @@ async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_our
 async fn a_reference_is_resolved_by_kind_name_and_uid_whatever_its_group_version() {
     let c = controller();
     let d = deployment("web", 1, 1, 0);
-    c.inner.deployments.cache_insert(d.clone());
+    c.inner.core.objects.cache_insert(d.clone());
     // As upstream, a reference written with an older API group still names the owner by its UID.
     let legacy = replica_set(&d, "rs", Some(("extensions/v1beta1", "web")));
     c.on_replica_set(&Change::Added(Arc::new(legacy)));
@@ -128,7 +130,7 @@ async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
         if strategy_recreate {
             d = recreate(d);
         }
-        c.inner.deployments.cache_insert(d.clone());
+        c.inner.core.objects.cache_insert(d.clone());
         c.inner
             .replica_sets
             .cache_insert(replica_set(&d, "web-hash", Some(("apps/v1", "web"))));
@@ -152,16 +154,18 @@ async fn the_sync_waits_until_the_cache_shows_its_own_writes() {
     let c = controller();
     let mut d = deployment("web", 1, 1, 0);
     d.metadata.resource_version = Some("5".into());
-    c.inner.deployments.cache_insert(d.clone());
+    c.inner.core.objects.cache_insert(d.clone());
     let key = ObjectKey::of(&d.metadata);
     // A write of ours produced resourceVersion 10, which the cache has not delivered yet.
     let mut written = d.clone();
     written.metadata.resource_version = Some("10".into());
-    c.inner.consistency.record_write(&key, &written);
-    let err = c.sync(&key).await.expect_err("a stale cache is not synced");
-    assert!(matches!(err, SyncError::StaleCache), "{err}");
-    c.inner.deployments.cache_insert(written);
-    assert!(c.inner.consistency.is_ready(&key));
+    c.inner.core.consistency.record_write(&key, &written);
+    let err = sync_key(&c, &key)
+        .await
+        .expect_err("a stale cache is not synced");
+    assert!(matches!(err, SyncKeyError::StaleCache { .. }), "{err}");
+    c.inner.core.objects.cache_insert(written);
+    assert!(c.inner.core.consistency.is_ready(&key));
 }
 
 #[tokio::test]
@@ -170,12 +174,15 @@ async fn a_deleted_deployment_is_forgotten_without_api_calls() {
     let key = ObjectKey::new("default", "gone");
     let mut written = deployment("gone", 1, 1, 0);
     written.metadata.resource_version = Some("10".into());
-    c.inner.consistency.record_write(&key, &written);
+    c.inner.core.consistency.record_write(&key, &written);
     // The Deployment cache has seen version 10 (e.g. the deletion) but holds no such object.
     let mut other = deployment("other", 1, 1, 0);
     other.metadata.resource_version = Some("11".into());
-    c.inner.deployments.cache_insert(other);
-    c.sync(&key).await.expect("nothing to do, nothing called");
+    c.inner.core.objects.cache_insert(other);
+    let requeue = sync_key(&c, &key)
+        .await
+        .expect("nothing to do, nothing called");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
@@ -191,17 +198,20 @@ async fn selecting_everything_only_observes_the_generation() {
         }
         .into(),
     );
-    c.inner.deployments.cache_insert(d.clone());
+    c.inner.core.objects.cache_insert(d.clone());
     // Already observed: no write (the unreachable client would fail one), only a SelectingAll event.
-    c.sync(&ObjectKey::of(&d.metadata))
+    let requeue = sync_key(&c, &ObjectKey::of(&d.metadata))
         .await
         .expect("no API call");
+    assert_eq!(requeue, Requeue::Never);
     // Not yet observed: the generation is written, which fails against the unreachable client.
     d.metadata.generation = Some(4);
-    c.inner.deployments.cache_insert(d.clone());
-    let err = c
-        .sync(&ObjectKey::of(&d.metadata))
+    c.inner.core.objects.cache_insert(d.clone());
+    let err = sync_key(&c, &ObjectKey::of(&d.metadata))
         .await
         .expect_err("a status write is attempted");
-    assert!(matches!(err, SyncError::Api { .. }), "{err}");
+    assert!(
+        matches!(err, SyncKeyError::Failed(SyncError::Api { .. })),
+        "{err}"
+    );
 }

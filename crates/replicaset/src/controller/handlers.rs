@@ -17,7 +17,8 @@ impl ReplicaSetController {
     pub(crate) fn register_handlers(&self) {
         let controller = self.clone();
         self.inner
-            .replica_sets
+            .core
+            .objects
             .add_handler(move |change: &Change<ReplicaSetObject>| {
                 controller.on_replica_set(change)
             });
@@ -44,10 +45,10 @@ impl ReplicaSetController {
 
     fn replica_set_deleted(&self, rs: &ReplicaSetObject) {
         let key = ObjectKey::of(&rs.metadata);
-        self.inner.consistency.clear(&key);
+        self.inner.core.consistency.clear(&key);
         // A new ReplicaSet with the same name must start with clean expectations.
         self.inner.expectations.delete_expectations(&key);
-        self.inner.queue.add(key);
+        self.inner.core.queue.add(key);
     }
 
     pub(crate) fn on_pod(&self, change: &Change<CachedPod>) {
@@ -65,7 +66,7 @@ impl ReplicaSetController {
             self.pod_deleted(pod);
             return;
         }
-        let wake = self.inner.replica_sets.to_wake(None, &pod.metadata);
+        let wake = self.inner.core.objects.to_wake(None, &pod.metadata);
         // A creation counts for the pod's controller only: nobody waits for an orphan.
         if let Some(rs) = &wake.controller {
             self.inner
@@ -92,7 +93,8 @@ impl ReplicaSetController {
         }
         let wake = self
             .inner
-            .replica_sets
+            .core
+            .objects
             .to_wake(Some(&old.metadata), &new.metadata);
         for rs in wake.all() {
             self.enqueue(rs);
@@ -103,6 +105,7 @@ impl ReplicaSetController {
             if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
                 let delay = std::time::Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
                 self.inner
+                    .core
                     .queue
                     .add_after(ObjectKey::of(&rs.metadata), delay);
             }
@@ -110,17 +113,17 @@ impl ReplicaSetController {
     }
 
     fn pod_deleted(&self, pod: &CachedPod) {
-        let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
+        let Some(rs) = self.inner.core.objects.controller_of(&pod.metadata) else {
             return;
         };
         let key = ObjectKey::of(&rs.metadata);
         self.inner
             .expectations
             .deletion_observed(&key, &ObjectKey::of(&pod.metadata));
-        self.inner.queue.add(key);
+        self.inner.core.queue.add(key);
     }
 
     fn enqueue(&self, rs: &ReplicaSetObject) {
-        self.inner.queue.add(ObjectKey::of(&rs.metadata));
+        self.inner.core.queue.add(ObjectKey::of(&rs.metadata));
     }
 }

@@ -1,12 +1,12 @@
-//! One sync of one ReplicaSet (upstream's `syncReplicaSet`):
+//! One sync of one ReplicaSet (upstream's `syncReplicaSet`). The runtime's core has already skipped a
+//! key whose caches lag behind our own writes and forgotten a ReplicaSet that is gone; then:
 //!
-//! 1. skip while the caches have not caught up with our own writes (read-your-own-writes);
-//! 2. read the ReplicaSet and its candidate pods (owned + namespace orphans, from the pod index);
-//! 3. claim: keep / adopt / release pods by the selector;
-//! 4. if the expectations are satisfied and the ReplicaSet is not being deleted: plan and execute
+//! 1. read the ReplicaSet's candidate pods (owned + namespace orphans, from the pod index);
+//! 2. claim: keep / adopt / release pods by the selector;
+//! 3. if the expectations are satisfied and the ReplicaSet is not being deleted: plan and execute
 //!    creations or deletions;
-//! 5. compute and write the status (unless an event during the sync already queued the next one, see
-//!    `mini_kcm_runtime::status_writes`); requeue precisely for pods that will become available.
+//! 4. compute and write the status (unless an event during the sync already queued the next one, see
+//!    `mini_kcm_runtime::status_writes`); ask to sync again when Ready pods become available.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::api_errors::{error_message, is_not_found};
-use mini_kcm_runtime::controller::ObjectKey;
+use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::expectations::waiting_reason;
@@ -35,14 +35,13 @@ use mini_kcm_runtime::slow_start::{
 
 use super::ReplicaSetController;
 use super::status::update_status;
+use crate::BURST_REPLICAS;
 use crate::plan::{ReplicaPlan, plan_replicas};
 use crate::status::{ManageFailure, calculate_status};
 
 /// Why a sync failed; the key is requeued with backoff.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error("the ReplicaSet or Pod cache has not yet observed this controller's own writes")]
-    StaleCache,
     #[error("claiming pods: {0}")]
     Claim(#[from] ClaimError),
     #[error(transparent)]
@@ -51,40 +50,27 @@ pub(crate) enum SyncError {
     Status(#[source] kube::Error),
 }
 
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {
-    fn is_expected(&self) -> bool {
-        matches!(self, SyncError::StaleCache)
-    }
-}
+impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 
 impl ReplicaSetController {
     /// One sync of one ReplicaSet; the steps are in the module header.
     ///
     /// upstream: syncReplicaSet
-    pub(crate) async fn sync(&self, key: &ObjectKey) -> Result<(), SyncError> {
+    pub(crate) async fn sync_replica_set(
+        &self,
+        key: &ObjectKey,
+        rs: Arc<ReplicaSetObject>,
+    ) -> Result<Requeue, SyncError> {
         let s = &self.inner;
         let started = std::time::Instant::now();
-        if !s.consistency.is_ready(key) {
-            s.metrics
-                .stale_sync_skips
-                .inc(&s.resource.group, "replicasets");
-            return Err(SyncError::StaleCache);
-        }
         let namespace = key.namespace();
-        let Some(rs) = s.replica_sets.get(namespace, key.name()) else {
-            tracing::debug!("ReplicaSet is gone; forgetting its expectations");
-            s.consistency.clear(key);
-            s.expectations.delete_expectations(key);
-            s.status_writes.forget(key);
-            return Ok(());
-        };
         let needs_sync = s.expectations.satisfied_expectations(key);
         let selector = match Selector::from_label_selector(&rs.spec.selector) {
             Ok(selector) => selector,
             Err(e) => {
                 // The API server validates selectors; a bad one here would fail every sync alike.
                 tracing::error!(error = %e, "invalid selector; not syncing");
-                return Ok(());
+                return Ok(Requeue::Never);
             }
         };
 
@@ -101,11 +87,11 @@ impl ReplicaSetController {
             .into_iter()
             .filter(|p| is_pod_active(p))
             .collect();
-        let owner = OwnerInfo::of(rs.as_ref(), &s.resource);
-        let pods_api: Api<CachedPod> = Api::namespaced(s.client.clone(), namespace);
+        let owner = OwnerInfo::of(rs.as_ref(), &s.core.resource);
+        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), namespace);
         let sets_api: Api<ReplicaSetObject> =
-            Api::namespaced_with(s.client.clone(), namespace, &s.resource);
-        let recheck_owner = || s.replica_sets.recheck(&sets_api, &rs);
+            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
+        let recheck_owner = || s.core.objects.recheck(&sets_api, &rs);
         let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
             .await?
             .claimed;
@@ -126,7 +112,7 @@ impl ReplicaSetController {
                 desired,
                 &claimed,
                 || self.related_pods(&rs),
-                s.options.burst_replicas,
+                BURST_REPLICAS,
                 Timestamp::now(),
             );
             failure = self.execute(key, &rs, &owner, plan).await;
@@ -135,17 +121,17 @@ impl ReplicaSetController {
         let now = Timestamp::now();
         let status = calculate_status(
             &rs,
-            s.options.family,
+            s.core.options.family,
             &claimed,
             terminating,
             failure.as_ref(),
             now,
         );
-        let stored = update_status(&sets_api, &rs, status, || s.status_writes.defer(key))
+        let stored = update_status(&sets_api, &rs, status, || s.core.status_writes.defer(key))
             .await
             .map_err(SyncError::Status)?;
         if stored.metadata.resource_version != rs.metadata.resource_version {
-            s.consistency.record_write(key, &stored);
+            s.core.consistency.record_write(key, &stored);
         }
         tracing::debug!(elapsed = ?started.elapsed(), "synced");
         if let Some(failure) = failure {
@@ -164,9 +150,9 @@ impl ReplicaSetController {
                 Timestamp::now(),
             )
             .unwrap_or(fallback);
-            s.queue.add_after(key.clone(), delay);
+            return Ok(Requeue::After(delay));
         }
-        Ok(())
+        Ok(Requeue::Never)
     }
 
     /// Active pods of every ReplicaSet sharing this one's controller (a Deployment's ReplicaSets), for
@@ -178,7 +164,7 @@ impl ReplicaSetController {
         };
         // A pod has at most one controller, so the siblings' pod lists do not overlap.
         let mut related = Vec::new();
-        for sibling in s.replica_sets.by_index(CONTROLLER_UID_INDEX, controller) {
+        for sibling in s.core.objects.by_index(CONTROLLER_UID_INDEX, controller) {
             if let Some(sibling_uid) = sibling.metadata.uid.as_deref() {
                 related.extend(s.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid));
             }
@@ -197,7 +183,7 @@ impl ReplicaSetController {
         plan: ReplicaPlan,
     ) -> Option<ManageFailure> {
         let s = &self.inner;
-        let regarding = object_reference(rs, &s.resource);
+        let regarding = object_reference(rs, &s.core.resource);
         match plan {
             ReplicaPlan::Steady => None,
             ReplicaPlan::Create {

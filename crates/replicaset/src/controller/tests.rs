@@ -17,8 +17,8 @@ use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
 
-use super::sync::SyncError;
-use crate::{ReplicaSetController, ReplicaSetOptions};
+use super::{DEFAULT_WORKERS, ReplicaSetController, SyncError};
+use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
 
 /// A key from upstream's `namespace/name` spelling.
 fn key(key: &str) -> ObjectKey {
@@ -32,7 +32,7 @@ fn controller() -> ReplicaSetController {
     ReplicaSetController::new(
         &informers,
         client,
-        ReplicaSetOptions::new(ApiFamily::Apps),
+        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
         mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
     )
 }
@@ -119,7 +119,8 @@ fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> CachedPod {
 async fn a_replica_set_in_its_desired_state_makes_no_api_call() {
     let c = controller();
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("web", "rs-uid", 2, "web"));
     for name in ["a", "b"] {
         c.inner
@@ -127,9 +128,10 @@ async fn a_replica_set_in_its_desired_state_makes_no_api_call() {
             .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
     }
     // Any request would fail against the unreachable client.
-    c.sync(&key("ns/web"))
+    let requeue = sync_key(&c, &key("ns/web"))
         .await
         .expect("nothing to do, nothing called");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
@@ -143,7 +145,7 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
         status.ready_replicas = Some(2);
         status.available_replicas = Some(2);
     }
-    c.inner.replica_sets.cache_insert(rs);
+    c.inner.core.objects.cache_insert(rs);
     for name in ["a", "b"] {
         c.inner
             .pods
@@ -151,18 +153,21 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
     }
     // Waiting for one creation to be observed: the sync must not create.
     c.inner.expectations.expect_creations(&key("ns/web"), 1);
-    c.sync(&key("ns/web"))
+    let requeue = sync_key(&c, &key("ns/web"))
         .await
         .expect("dormant: no creation attempted");
+    assert_eq!(requeue, Requeue::Never);
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
     c.inner.expectations.creation_observed(&key("ns/web"));
-    let err = c
-        .sync(&key("ns/web"))
+    let err = sync_key(&c, &key("ns/web"))
         .await
         .expect_err("a creation is attempted");
     // The failed creation also adds a ReplicaFailure condition, whose write fails the same way.
-    assert!(matches!(err, SyncError::Status(_)), "{err}");
+    assert!(
+        matches!(err, SyncKeyError::Failed(SyncError::Status(_))),
+        "{err}"
+    );
     // The failed creation lowered the expectations again, so the next sync may retry.
     assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
 }
@@ -172,10 +177,12 @@ async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_se
     let c = controller();
     // Two ReplicaSets whose selectors both match app=web.
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("first", "uid-1", 1, "web"));
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("second", "uid-2", 1, "web"));
     c.inner.expectations.expect_creations(&key("ns/first"), 1);
     c.inner.expectations.expect_creations(&key("ns/second"), 1);
@@ -192,27 +199,30 @@ async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_se
             .expectations
             .satisfied_expectations(&key("ns/first"))
     );
-    assert_eq!(c.inner.queue.len(), 1, "only the controller is woken");
-    assert_eq!(c.inner.queue.get().await, Some(key("ns/second")));
+    assert_eq!(c.inner.core.queue.len(), 1, "only the controller is woken");
+    assert_eq!(c.inner.core.queue.get().await, Some(key("ns/second")));
 }
 
 #[tokio::test]
 async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
     let c = controller();
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("first", "uid-1", 1, "web"));
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("second", "uid-2", 1, "web"));
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("other", "uid-3", 1, "db"));
     c.inner.expectations.expect_creations(&key("ns/first"), 1);
     c.on_pod(&Change::Added(std::sync::Arc::new(pod(
         "orphan", "web", None,
     ))));
-    assert_eq!(c.inner.queue.len(), 2);
+    assert_eq!(c.inner.core.queue.len(), 2);
     assert!(
         !c.inner
             .expectations
@@ -224,7 +234,8 @@ async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
 async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     let c = controller();
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
     // The copy named `web` is another object: another UID.
     let mut foreign = pod("p", "web", Some(("web", "copy-uid")));
@@ -234,7 +245,7 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     c.inner.expectations.expect_creations(&key("ns/web"), 1);
     c.on_pod(&Change::Added(std::sync::Arc::new(foreign)));
     assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
-    assert_eq!(c.inner.queue.len(), 0);
+    assert_eq!(c.inner.core.queue.len(), 0);
 }
 
 #[tokio::test]
@@ -245,14 +256,16 @@ async fn deleting_a_replica_set_forgets_its_expectations() {
     c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)));
     assert!(c.inner.expectations.get(&key("ns/web")).is_none());
     // The sync of a ReplicaSet that is gone does nothing and succeeds.
-    c.sync(&key("ns/web")).await.expect("gone");
+    let requeue = sync_key(&c, &key("ns/web")).await.expect("gone");
+    assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
 async fn a_graceful_deletion_is_counted_once() {
     let c = controller();
     c.inner
-        .replica_sets
+        .core
+        .objects
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
     c.inner
         .expectations

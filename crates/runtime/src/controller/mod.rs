@@ -4,9 +4,15 @@
 //! A controller here is upstream's shape: event handlers map informer events to [`ObjectKey`]s of the
 //! objects it manages (finding owners through [`Owners`]; [`Owners::to_wake`] routes a child's event), a
 //! work queue hands each key to one worker at a time (`crate::worker::run_workers`), and a sync reads a
-//! snapshot from the caches, decides (pure code in the controller's crate) and writes. The manager runs every controller through the [`Controller`]
-//! trait, built from its descriptor table (one entry per controller, like kube-controller-manager's).
+//! snapshot from the caches, decides (pure code in the controller's crate) and writes.
+//!
+//! [`ControllerCore`] holds what every controller has and runs it: the workers, the prologue of each
+//! sync ("object gone" handled once) and, through `crate::worker`, the one decision of what becomes of
+//! a key afterwards. A controller implements [`Reconcile`] (its sync of an existing object, plus what it
+//! keeps beside the core) and is thereby a [`Controller`], the trait the manager runs every controller
+//! through, built from its descriptor table (one entry per controller, like kube-controller-manager's).
 
+mod core;
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
 pub(crate) mod key;
 mod owners;
@@ -16,6 +22,9 @@ use futures::future::BoxFuture;
 
 use crate::inspect::ControllerView;
 
+pub use core::{
+    ControllerCore, ControllerKind, ControllerOptions, Reconcile, Requeue, SyncKeyError, sync_key,
+};
 pub use key::ObjectKey;
 pub use owners::Owners;
 pub use to_wake::ToWake;

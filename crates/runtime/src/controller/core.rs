@@ -1,0 +1,344 @@
+//! The core every controller is built on: what the ReplicaSet, Deployment and DaemonSet controllers
+//! share, written once, so each controller's own code is only its algorithm.
+//!
+//! - [`ControllerOptions`]: the settings every instance has (family, workers, where decisions go, the
+//!   request budget, the longest retry delay);
+//! - [`ControllerCore`]: the fields every instance has (its objects' cache as [`Owners`], the queue, the
+//!   read-your-own-writes store, status-write deferral, the event recorder, metrics, sync counts);
+//! - [`Reconcile`]: what a controller adds — its sync of one object that exists, what to forget when an
+//!   object is gone, its expectations for the live view, and any housekeeping beside the workers.
+//!
+//! The core runs the workers and owns the **prologue** of every sync (kube-runtime's applier owns
+//! "object gone" the same way): a key whose caches have not yet observed this controller's own writes
+//! is retried (a routine failure, counted as upstream's `stale_sync_skips`); a key whose object is no
+//! longer cached is forgotten everywhere — consistency records, deferred status writes and the
+//! controller's own bookkeeping — and succeeds. Only an existing object reaches [`Reconcile::sync`].
+//!
+//! What happens to a key after its sync is decided in one place, `crate::worker` (controller-runtime's
+//! `reconcileHandler`): success forgets its failures and honours the [`Requeue`] the sync returned; a
+//! failure requeues it with rate-limited backoff, drops it after `max_retries` (Deployments), or
+//! forgets it when the failure says no retry can help.
+
+use std::fmt::{Debug, Display};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::discovery::ApiResource;
+use kube::{Client, Resource};
+use mini_kcm_workqueue::{WorkQueue, controller_rate_limiter};
+use serde::de::DeserializeOwned;
+
+use super::{Controller, ObjectKey, Owners};
+use crate::client::RequestBudget;
+use crate::consistency::ConsistencyStore;
+use crate::decisions::{DecidedBy, DecisionLog};
+use crate::events::EventRecorder;
+use crate::expectations::ExpectationsSnapshot;
+use crate::informers::Informer;
+use crate::inspect::{ControllerView, SyncStats};
+use crate::kinds::{ApiFamily, WorkloadKind};
+use crate::metrics::ControllerMetrics;
+use crate::status_writes::StatusWrites;
+use crate::worker::{SyncFailure, Workers, run_workers};
+
+/// The per-key cap of client-go's `DefaultControllerRateLimiter`.
+const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
+
+/// Settings of one controller instance.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    pub family: ApiFamily,
+    /// `--concurrent-<kind>-syncs`: how many keys are synced at once.
+    pub workers: usize,
+    /// Where syncs file their decisions (disabled by default).
+    pub decisions: DecisionLog,
+    /// The request budget of the client the controller is given, which its event writes draw from
+    /// without holding up its other requests (unlimited by default).
+    pub budget: RequestBudget,
+    /// The longest delay between two retries of a failing key (client-go's default controller rate
+    /// limiter: 1000 s). Not a kube-controller-manager flag: tests lower it to reach the Deployment
+    /// controller's drop after 15 failures in seconds rather than minutes.
+    pub max_retry_delay: Duration,
+}
+
+impl ControllerOptions {
+    /// `workers` as upstream's default for this controller, everything else off or unlimited.
+    pub fn new(family: ApiFamily, workers: usize) -> Self {
+        ControllerOptions {
+            family,
+            workers,
+            decisions: DecisionLog::disabled(),
+            budget: RequestBudget::unlimited(),
+            max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
+        }
+    }
+}
+
+/// What tells one controller apart when its core is built.
+#[derive(Debug, Clone, Copy)]
+pub struct ControllerKind {
+    /// `replicaset`, `deployment`, `daemonset`: names its queue, logs and decisions.
+    pub name: &'static str,
+    /// The kind it manages.
+    pub kind: WorkloadKind,
+    /// The `reportingController` of its events, as upstream's.
+    pub event_component: &'static str,
+    /// With `Some(n)`, a key failing `n` syncs in a row is dropped until its next event (the Deployment
+    /// controller's rule); otherwise failures are retried forever with backoff.
+    pub max_retries: Option<usize>,
+}
+
+/// The fields every controller instance has.
+pub struct ControllerCore<K: Resource> {
+    pub options: ControllerOptions,
+    /// The controller instance, for logs, decisions and the live view.
+    pub by: DecidedBy,
+    /// The kind and API group of the objects it manages.
+    pub resource: ApiResource,
+    /// The controller's own (rate-limited) client.
+    pub client: Client,
+    /// The objects it manages, as a cache and as the owners of their children.
+    pub objects: Owners<K>,
+    pub queue: WorkQueue<ObjectKey>,
+    /// Read-your-own-writes: a key is synced only once the caches show this controller's last writes.
+    pub consistency: ConsistencyStore,
+    pub status_writes: StatusWrites,
+    pub recorder: EventRecorder,
+    pub metrics: ControllerMetrics,
+    pub syncs: SyncStats,
+    max_retries: Option<usize>,
+}
+
+impl<K> ControllerCore<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// The core of a controller of `what` over `objects` (an informer of the managed kind, in
+    /// `options.family`), whose selector `selector_of` reads. The objects' cache is tracked for
+    /// read-your-own-writes; a controller tracks the caches of the children it writes itself.
+    pub fn new(
+        what: ControllerKind,
+        objects: Informer<K>,
+        selector_of: fn(&K) -> &LabelSelector,
+        client: Client,
+        options: ControllerOptions,
+        metrics: ControllerMetrics,
+    ) -> Self {
+        let family = options.family;
+        let resource = what.kind.api_resource(family);
+        let queue = WorkQueue::new(
+            family.queue_name(what.name),
+            controller_rate_limiter(options.max_retry_delay),
+            metrics.queue.clone(),
+        );
+        let consistency = ConsistencyStore::default();
+        consistency.track(&objects);
+        ControllerCore {
+            by: DecidedBy {
+                controller: what.name,
+                family: family.label(),
+                kind: what.kind.kind(),
+            },
+            objects: Owners::new(objects, resource.clone(), selector_of),
+            resource,
+            recorder: EventRecorder::new(
+                client.clone(),
+                options.budget.clone(),
+                what.event_component,
+                metrics.events_dropped.clone(),
+            ),
+            client,
+            status_writes: StatusWrites::new(queue.clone(), metrics.status_writes_deferred.clone()),
+            queue,
+            consistency,
+            metrics,
+            syncs: SyncStats::default(),
+            max_retries: what.max_retries,
+            options,
+        }
+    }
+
+    /// Tracks the cache of a kind the controller writes besides its own objects (its children), for
+    /// read-your-own-writes.
+    pub fn track<C>(&self, children: &Informer<C>)
+    where
+        C: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.consistency.track(children);
+    }
+}
+
+/// What a sync asks of the queue when it succeeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Requeue {
+    /// Nothing: the next event brings the key back.
+    Never,
+    /// Sync again after this long (a pod becomes available, a progress deadline passes, a failed
+    /// daemon pod's backoff ends). Zero means "soon, rate-limited", as upstream's requeue of a
+    /// Deployment whose deadline has just passed.
+    After(Duration),
+}
+
+impl Requeue {
+    /// The earlier of two requests.
+    pub fn or_earlier(self, other: Requeue) -> Requeue {
+        match (self, other) {
+            (Requeue::After(a), Requeue::After(b)) => Requeue::After(a.min(b)),
+            (Requeue::Never, other) | (other, Requeue::Never) => other,
+        }
+    }
+
+    /// `Some(delay)` as a request, `None` as none.
+    pub fn after(delay: Option<Duration>) -> Requeue {
+        delay.map_or(Requeue::Never, Requeue::After)
+    }
+}
+
+/// A controller's algorithm, run by its [`ControllerCore`].
+pub trait Reconcile: Clone + Send + Sync + 'static {
+    /// The kind it manages.
+    type Object: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
+    /// How its sync fails.
+    type Error: SyncFailure + Send + 'static;
+
+    fn core(&self) -> &ControllerCore<Self::Object>;
+
+    /// One sync of one object that exists in the cache (the prologue has run).
+    fn sync(
+        &self,
+        key: &ObjectKey,
+        object: Arc<Self::Object>,
+    ) -> impl Future<Output = Result<Requeue, Self::Error>> + Send;
+
+    /// The object of `key` is gone: forget what the controller keeps about it besides the core's
+    /// records (expectations, cached parsing).
+    fn forget(&self, _key: &ObjectKey) {}
+
+    /// The pod creations and deletions it still waits to observe, for the live view.
+    fn expectations(&self) -> Option<ExpectationsSnapshot> {
+        None
+    }
+
+    /// Work that runs beside the workers for as long as they run (e.g. a periodic clean-up).
+    fn housekeeping(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
+}
+
+/// Why a sync failed before or inside the controller's algorithm.
+#[derive(Debug)]
+pub enum SyncKeyError<E> {
+    /// The caches have not yet observed this controller's own writes to the key's objects; the
+    /// retry comes once they have (routine).
+    StaleCache { kind: &'static str },
+    /// The controller's sync failed.
+    Failed(E),
+}
+
+impl<E: Display> Display for SyncKeyError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncKeyError::StaleCache { kind } => write!(
+                f,
+                "the caches have not yet observed this {kind} controller's own writes"
+            ),
+            SyncKeyError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: SyncFailure> SyncFailure for SyncKeyError<E> {
+    fn is_routine(&self) -> bool {
+        match self {
+            SyncKeyError::StaleCache { .. } => true,
+            SyncKeyError::Failed(e) => e.is_routine(),
+        }
+    }
+
+    fn forgets_the_key(&self) -> bool {
+        matches!(self, SyncKeyError::Failed(e) if e.forgets_the_key())
+    }
+}
+
+/// One sync of `key`: the prologue (module header), then the controller's [`Reconcile::sync`].
+pub async fn sync_key<R: Reconcile>(
+    controller: &R,
+    key: &ObjectKey,
+) -> Result<Requeue, SyncKeyError<R::Error>> {
+    let core = controller.core();
+    if !core.consistency.is_ready(key) {
+        core.metrics
+            .stale_sync_skips
+            .inc(&core.resource.group, &core.resource.plural);
+        return Err(SyncKeyError::StaleCache { kind: core.by.kind });
+    }
+    let Some(object) = core.objects.get(key.namespace(), key.name()) else {
+        tracing::debug!(
+            kind = core.by.kind,
+            "the object is gone; forgetting its records"
+        );
+        core.consistency.clear(key);
+        core.status_writes.forget(key);
+        controller.forget(key);
+        return Ok(Requeue::Never);
+    };
+    controller
+        .sync(key, object)
+        .await
+        .map_err(SyncKeyError::Failed)
+}
+
+/// Every [`Reconcile`] runs as a [`Controller`] of the manager.
+impl<R: Reconcile> Controller for R {
+    fn run(&self) -> BoxFuture<'static, ()> {
+        let controller = self.clone();
+        async move {
+            let core = controller.core();
+            tracing::info!(
+                family = core.by.family,
+                workers = core.options.workers,
+                "starting the {} controller",
+                core.by.kind
+            );
+            let workers = Workers {
+                by: core.by,
+                queue: core.queue.clone(),
+                count: core.options.workers,
+                max_retries: core.max_retries,
+                panics: core.metrics.sync_panics.clone(),
+                stats: core.syncs.clone(),
+                decisions: core.options.decisions.clone(),
+            };
+            let syncing = controller.clone();
+            let workers = run_workers(workers, move |key: ObjectKey| {
+                let controller = syncing.clone();
+                async move { sync_key(&controller, &key).await }
+            });
+            tokio::select! {
+                () = workers => {}
+                () = controller.housekeeping() => {}
+            }
+        }
+        .boxed()
+    }
+
+    fn shut_down(&self) {
+        self.core().queue.shut_down();
+    }
+
+    fn inspect(&self) -> ControllerView {
+        let core = self.core();
+        ControllerView::new(
+            core.by,
+            core.options.workers,
+            &core.queue,
+            &core.syncs,
+            self.expectations(),
+        )
+    }
+}
