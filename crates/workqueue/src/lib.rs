@@ -8,8 +8,8 @@
 //!
 //! Beyond client-go, each add may say why the key was queued and how urgent it is ([`Wake`]):
 //! a worker learns what woke its sync ([`WorkQueue::get_woken`] returns a [`Woken`]), and keys
-//! with a fresh add go before keys queued only by an initial list, relist or resync, with an
-//! aging bound so those are never starved ([`Priorities`]).
+//! with a fresh add go before keys queued only by an initial list, relist or resync; those age,
+//! and aged ones share the hand-outs 1:1 with fresh ones, so neither side starves ([`Priorities`]).
 //!
 //! This is a Rust rendering of `k8s.io/client-go/util/workqueue` (queue, delaying queue,
 //! rate-limiting queue, default rate limiters, metrics). See `docs/work-queue.md` for the

@@ -2,8 +2,8 @@
 //! `name`), so dashboards and alerts written for kube-controller-manager work unchanged.
 //!
 //! Two more families are ours, for the priorities ([`Priority`]): the depth split by priority
-//! (label `priority="fresh"|"low"`, summing to `workqueue_depth`) and a counter of low keys that
-//! aged and went before fresh ones (the starvation bound at work).
+//! (label `priority="fresh"|"low"`, summing to `workqueue_depth`) and a counter of aged low keys
+//! handed out while fresh keys were waiting (the starvation bound at work).
 //!
 //! [`WorkQueueMetrics`] owns the metric families and is registered once per process; every
 //! queue gets its own children through its `name` label. The per-queue bookkeeping (when a key
@@ -114,8 +114,8 @@ impl WorkQueueMetrics {
             low_promoted: CounterVec::new(
                 Opts::new(
                     "workqueue_low_priority_promoted_total",
-                    "Low-priority keys handed out ahead of waiting fresh keys because they had \
-                     waited max_low_wait.",
+                    "Aged low-priority keys (ready for max_low_wait) handed out while fresh \
+                     keys were waiting.",
                 ),
                 labels,
             )?,
@@ -199,7 +199,8 @@ impl<K: Eq + Hash + Clone> Recorder<K> {
         self.depth_fresh.inc();
     }
 
-    /// A key was handed to a worker; `promoted`: a low key that aged went before fresh ones.
+    /// A key was handed to a worker; `promoted`: an aged low key, handed out while fresh keys
+    /// were waiting.
     pub(crate) fn get(&mut self, key: &K, priority: Priority, promoted: bool, now: Instant) {
         self.depth.dec();
         self.depth_of(priority).dec();

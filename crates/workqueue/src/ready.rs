@@ -4,8 +4,11 @@
 //! each FIFO: keys with a [`Priority::Fresh`] add go before keys whose every add was
 //! [`Priority::Low`], so a user's change made right after a start does not wait behind the
 //! initial list's no-op syncs. Strict priority can starve (controller-runtime#3496: a busy
-//! stream of fresh keys kept initial-list keys from ever being synced), so a low key that has
-//! been ready for `max_low_wait` goes before the fresh lane, oldest first.
+//! stream of fresh keys kept initial-list keys from ever being synced), so low keys age: one that
+//! has been ready for `max_low_wait` is "aged", and aged low keys share the hand-outs with fresh
+//! keys 1:1 (see [`Ready::pop`] for the exact rule). A share, not absolute priority: with strict
+//! aging, a backlog longer than `max_low_wait` (a big initial list) ages entirely and the queue
+//! turns back into a FIFO for fresh changes, the very case the priorities are for.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -21,14 +24,17 @@ use crate::wake::Priority;
 pub enum Priorities {
     /// One FIFO, whatever the priority (client-go's queue). Reasons are still recorded.
     Off,
-    /// Fresh keys first; a low key ready for `max_low_wait` goes before them (oldest first), so no
-    /// key waits much longer than that behind fresh ones. (`Duration::ZERO` would make every low
-    /// key "aged", i.e. low keys first: use `Off` for a plain FIFO.)
+    /// Fresh keys first, but a low key ready for `max_low_wait` is "aged", and while aged low keys
+    /// and fresh keys both wait they alternate 1:1 (oldest aged low key, oldest fresh key, ...).
+    /// The bound: a low key waits at most `max_low_wait` before it gets at least every other
+    /// hand-out (shared, oldest first, with older aged low keys), and fresh keys keep at least
+    /// every other hand-out whatever the backlog. (`Duration::ZERO` makes every low key aged, i.e.
+    /// a 1:1 interleave of the two lanes: use `Off` for a plain FIFO.)
     On { max_low_wait: Duration },
 }
 
 impl Priorities {
-    /// How long a low key may be passed over by fresh ones: 5 s.
+    /// How long a low key may be passed over entirely by fresh ones: 5 s.
     pub const DEFAULT_MAX_LOW_WAIT: Duration = Duration::from_secs(5);
 }
 
@@ -55,7 +61,7 @@ struct Slot {
 pub(crate) struct Popped<K> {
     pub(crate) key: K,
     pub(crate) priority: Priority,
-    /// A low key that went before waiting fresh keys because it had aged.
+    /// An aged low key handed out while fresh keys were waiting (its turn in the 1:1 share).
     pub(crate) promoted: bool,
 }
 
@@ -70,6 +76,9 @@ pub(crate) struct Ready<K> {
     low: BTreeMap<u64, K>,
     slots: HashMap<K, Slot>,
     next_seq: u64,
+    /// When aged low keys and fresh keys both wait, whether an aged low key goes next: true iff
+    /// the previous hand-out was a fresh key (or there was none yet).
+    low_next: bool,
 }
 
 impl<K> Ready<K> {
@@ -80,6 +89,7 @@ impl<K> Ready<K> {
             low: BTreeMap::new(),
             slots: HashMap::new(),
             next_seq: 0,
+            low_next: true,
         }
     }
 
@@ -141,25 +151,41 @@ impl<K: Eq + Hash + Clone> Ready<K> {
         }
     }
 
-    /// The oldest low key, if it has been ready for at least `max_low_wait`.
-    fn aged_low(&self, now: Instant) -> Option<u64> {
+    /// Whether `key` has been ready for at least `max_low_wait` (never with priorities off).
+    fn is_aged(&self, key: &K, now: Instant) -> bool {
         let Priorities::On { max_low_wait } = self.mode else {
-            return None;
+            return false;
         };
-        let (&seq, key) = self.low.first_key_value()?;
-        let since = self.slots.get(key)?.since;
-        (now.saturating_duration_since(since) >= max_low_wait).then_some(seq)
+        self.slots
+            .get(key)
+            .is_some_and(|s| now.saturating_duration_since(s.since) >= max_low_wait)
     }
 
-    /// Takes the next key: an aged low key, else the oldest fresh key, else the oldest low key.
+    /// Takes the next key. Each lane is FIFO (the low lane is also in aging order), and:
+    ///
+    /// * no aged low key waiting: the oldest fresh key, else the oldest low key (a non-aged low
+    ///   key goes only when no fresh key waits);
+    /// * an aged low key and a fresh key both waiting: the lane that did not get the previous
+    ///   hand-out (the low lane if there was none), so the two alternate 1:1;
+    /// * only one lane waiting: that lane.
+    ///
+    /// Hence while an aged low key waits no two hand-outs in a row are fresh, and while a fresh key
+    /// waits no two in a row are low: a low key waits at most `max_low_wait` before aged low keys
+    /// get at least every other hand-out, and fresh keys keep at least half of them.
     pub(crate) fn pop(&mut self, now: Instant) -> Option<Popped<K>> {
-        let (key, promoted) = match self.aged_low(now) {
-            Some(seq) => (self.low.remove(&seq)?, !self.main.is_empty()),
-            None => match self.main.pop_first() {
-                Some((_, key)) => (key, false),
-                None => (self.low.pop_first()?.1, false),
-            },
+        let aged = self
+            .low
+            .values()
+            .next()
+            .is_some_and(|k| self.is_aged(k, now));
+        let take_low = self.main.is_empty() || (aged && self.low_next);
+        let key = if take_low {
+            self.low.pop_first()?.1
+        } else {
+            self.main.pop_first()?.1
         };
+        let promoted = take_low && aged && !self.main.is_empty();
+        self.low_next = !take_low;
         let slot = self.slots.remove(&key)?;
         Some(Popped {
             key,
@@ -171,26 +197,24 @@ impl<K: Eq + Hash + Clone> Ready<K> {
     /// The first `limit` keys in the order [`pop`](Self::pop) would hand them out if they were all
     /// taken at `now`, with their priorities.
     pub(crate) fn ordered(&self, now: Instant, limit: usize) -> Vec<(&K, Priority)> {
-        let aged = |key: &K| {
-            let Priorities::On { max_low_wait } = self.mode else {
-                return false;
-            };
-            self.slots
-                .get(key)
-                .is_some_and(|s| now.saturating_duration_since(s.since) >= max_low_wait)
-        };
         // Aged low keys are a prefix of the low lane (it is in `since` order). Past `limit` of them
         // the rest does not show anyway.
         let aged_count = self
             .low
             .values()
             .take(limit)
-            .take_while(|k| aged(k))
+            .take_while(|k| self.is_aged(k, now))
             .count();
-        self.low
-            .values()
-            .take(aged_count)
-            .chain(self.main.values())
+        let mut aged = self.low.values().take(aged_count).peekable();
+        let mut fresh = self.main.values().peekable();
+        let mut low_next = self.low_next;
+        // `pop`'s rule, replayed: nothing ages further during the replay.
+        let shared = std::iter::from_fn(move || {
+            let take_low = fresh.peek().is_none() || (aged.peek().is_some() && low_next);
+            low_next = !take_low;
+            if take_low { aged.next() } else { fresh.next() }
+        });
+        shared
             .chain(self.low.values().skip(aged_count))
             .take(limit)
             .filter_map(|k| Some((k, self.slots.get(k)?.priority)))
@@ -273,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn an_aged_low_key_goes_before_fresh_ones_oldest_first() {
+    fn an_aged_low_key_shares_hand_outs_with_fresh_ones_oldest_first() {
         let t0 = Instant::now();
         let mut r = on(ms(100));
         r.push("old", Priority::Low, t0);
@@ -295,6 +319,45 @@ mod tests {
         // Aged but nothing fresh to overtake: not a promotion.
         r.push("alone", Priority::Low, t0);
         assert!(r.pop(at).is_some_and(|p| !p.promoted));
+    }
+
+    #[test]
+    fn aged_low_and_fresh_alternate_and_the_previous_hand_out_decides() {
+        let t0 = Instant::now();
+        let at = t0 + ms(100);
+        let mut r = on(ms(100));
+        for k in ["l1", "l2", "l3", "l4"] {
+            r.push(k, Priority::Low, t0);
+        }
+        for k in ["f1", "f2"] {
+            r.push(k, Priority::Fresh, t0);
+        }
+        r.push("young", Priority::Low, t0 + ms(1));
+        let expected = ["l1", "f1", "l2", "f2", "l3", "l4", "young"];
+        let order: Vec<_> = r.ordered(at, 10).into_iter().map(|(k, _)| *k).collect();
+        assert_eq!(order, expected, "the snapshot replays the rule");
+        let popped: Vec<_> = std::iter::from_fn(|| r.pop(at))
+            .map(|p| (p.key, p.promoted))
+            .collect();
+        assert_eq!(
+            popped,
+            [
+                ("l1", true),
+                ("f1", false),
+                ("l2", true),
+                ("f2", false),
+                ("l3", false),
+                ("l4", false),
+                ("young", false)
+            ]
+        );
+        // The last hand-out was low: a fresh key arriving among aged low keys goes next.
+        r.push("l5", Priority::Low, t0);
+        r.push("l6", Priority::Low, t0);
+        r.push("f3", Priority::Fresh, at);
+        let order: Vec<_> = r.ordered(at, 10).into_iter().map(|(k, _)| *k).collect();
+        assert_eq!(order, ["f3", "l5", "l6"]);
+        assert_eq!(drain(&mut r, at), order);
     }
 
     #[test]
