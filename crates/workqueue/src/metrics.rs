@@ -1,6 +1,10 @@
 //! Prometheus metrics for work queues, named exactly like client-go's (`workqueue_*`, label
 //! `name`), so dashboards and alerts written for kube-controller-manager work unchanged.
 //!
+//! Two more families are ours, for the priorities ([`Priority`]): the depth split by priority
+//! (label `priority="fresh"|"low"`, summing to `workqueue_depth`) and a counter of aged low keys
+//! handed out while fresh keys were waiting (the starvation bound at work).
+//!
 //! [`WorkQueueMetrics`] owns the metric families and is registered once per process; every
 //! queue gets its own children through its `name` label. The per-queue bookkeeping (when a key
 //! was added, when its processing started) lives in [`Recorder`], which the queue keeps under
@@ -13,6 +17,8 @@ use prometheus::{
     Counter, CounterVec, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, Opts, Registry,
 };
 use tokio::time::Instant;
+
+use crate::wake::Priority;
 
 /// The metric families shared by all queues of a process.
 ///
@@ -27,6 +33,8 @@ pub struct WorkQueueMetrics {
     unfinished_work: GaugeVec,
     longest_running: GaugeVec,
     retries: CounterVec,
+    depth_by_priority: GaugeVec,
+    low_promoted: CounterVec,
 }
 
 impl std::fmt::Debug for WorkQueueMetrics {
@@ -36,7 +44,8 @@ impl std::fmt::Debug for WorkQueueMetrics {
 }
 
 impl WorkQueueMetrics {
-    /// Creates the seven `workqueue_*` families and registers them on `registry`.
+    /// Creates the seven client-go `workqueue_*` families and our two priority families, and
+    /// registers them on `registry`.
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
         // client-go: ExponentialBuckets(10e-9, 10, 10), i.e. 10ns .. 10s.
         let buckets = prometheus::exponential_buckets(1e-8, 10.0, 10)?;
@@ -94,6 +103,22 @@ impl WorkQueueMetrics {
                 ),
                 labels,
             )?,
+            depth_by_priority: GaugeVec::new(
+                Opts::new(
+                    "workqueue_depth_by_priority",
+                    "Current depth of workqueue by the priority of the keys (fresh or low); sums \
+                     to workqueue_depth.",
+                ),
+                &["name", "priority"],
+            )?,
+            low_promoted: CounterVec::new(
+                Opts::new(
+                    "workqueue_low_priority_promoted_total",
+                    "Aged low-priority keys (ready for max_low_wait) handed out while fresh \
+                     keys were waiting.",
+                ),
+                labels,
+            )?,
         };
         registry.register(Box::new(metrics.depth.clone()))?;
         registry.register(Box::new(metrics.adds.clone()))?;
@@ -102,6 +127,8 @@ impl WorkQueueMetrics {
         registry.register(Box::new(metrics.unfinished_work.clone()))?;
         registry.register(Box::new(metrics.longest_running.clone()))?;
         registry.register(Box::new(metrics.retries.clone()))?;
+        registry.register(Box::new(metrics.depth_by_priority.clone()))?;
+        registry.register(Box::new(metrics.low_promoted.clone()))?;
         Ok(metrics)
     }
 
@@ -116,6 +143,13 @@ impl WorkQueueMetrics {
             unfinished_work: self.unfinished_work.with_label_values(l),
             longest_running: self.longest_running.with_label_values(l),
             retries: self.retries.with_label_values(l),
+            depth_fresh: self
+                .depth_by_priority
+                .with_label_values(&[queue_name, Priority::Fresh.as_str()]),
+            depth_low: self
+                .depth_by_priority
+                .with_label_values(&[queue_name, Priority::Low.as_str()]),
+            low_promoted: self.low_promoted.with_label_values(l),
             add_times: HashMap::new(),
             processing_start: HashMap::new(),
         }
@@ -133,6 +167,9 @@ pub(crate) struct Recorder<K> {
     unfinished_work: Gauge,
     longest_running: Gauge,
     retries: Counter,
+    depth_fresh: Gauge,
+    depth_low: Gauge,
+    low_promoted: Counter,
     /// When each queued key was first marked dirty; the queue latency runs from here.
     add_times: HashMap<K, Instant>,
     /// When each in-flight key was handed to a worker.
@@ -140,17 +177,36 @@ pub(crate) struct Recorder<K> {
 }
 
 impl<K: Eq + Hash + Clone> Recorder<K> {
+    fn depth_of(&self, priority: Priority) -> &Gauge {
+        match priority {
+            Priority::Fresh => &self.depth_fresh,
+            Priority::Low => &self.depth_low,
+        }
+    }
+
     /// A key became dirty (a real add, not a collapsed duplicate).
-    pub(crate) fn add(&mut self, key: &K, now: Instant) {
+    pub(crate) fn add(&mut self, key: &K, priority: Priority, now: Instant) {
         self.adds.inc();
         self.depth.inc();
+        self.depth_of(priority).inc();
         // Keep the earliest time: a key re-added while processing has waited since then.
         self.add_times.entry(key.clone()).or_insert(now);
     }
 
-    /// A key was handed to a worker.
-    pub(crate) fn get(&mut self, key: &K, now: Instant) {
+    /// A dirty key's priority went from low to fresh.
+    pub(crate) fn upgrade(&self) {
+        self.depth_low.dec();
+        self.depth_fresh.inc();
+    }
+
+    /// A key was handed to a worker; `promoted`: an aged low key, handed out while fresh keys
+    /// were waiting.
+    pub(crate) fn get(&mut self, key: &K, priority: Priority, promoted: bool, now: Instant) {
         self.depth.dec();
+        self.depth_of(priority).dec();
+        if promoted {
+            self.low_promoted.inc();
+        }
         self.processing_start.insert(key.clone(), now);
         if let Some(added) = self.add_times.remove(key) {
             self.queue_duration
@@ -200,6 +256,16 @@ pub(crate) mod test_support {
             .map(|v| v.parse().expect("number"))
     }
 
+    /// Like [`sample`], for a series with more labels, e.g.
+    /// `sample_with(&r, "workqueue_depth_by_priority", r#"name="rs",priority="low""#)`.
+    pub(crate) fn sample_with(registry: &Registry, metric: &str, labels: &str) -> Option<f64> {
+        let text = exposition(registry);
+        let prefix = format!("{metric}{{{labels}}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|v| v.parse().expect("number"))
+    }
+
     /// The registry rendered in the Prometheus text format.
     pub(crate) fn exposition(registry: &Registry) -> String {
         let mut buf = Vec::new();
@@ -212,7 +278,7 @@ pub(crate) mod test_support {
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{exposition, sample};
+    use super::test_support::{exposition, sample, sample_with};
     use super::*;
     use std::time::Duration;
 
@@ -237,7 +303,9 @@ mod tests {
             [
                 "workqueue_adds_total",
                 "workqueue_depth",
+                "workqueue_depth_by_priority",
                 "workqueue_longest_running_processor_seconds",
+                "workqueue_low_priority_promoted_total",
                 "workqueue_queue_duration_seconds",
                 "workqueue_retries_total",
                 "workqueue_unfinished_work_seconds",
@@ -262,10 +330,15 @@ mod tests {
         let m = WorkQueueMetrics::new(&registry).unwrap();
         let mut r = m.recorder::<&str>("q");
         let t0 = Instant::now();
-        r.add(&"a", t0);
-        r.add(&"b", t0);
+        r.add(&"a", Priority::Fresh, t0);
+        r.add(&"b", Priority::Fresh, t0);
         assert_eq!(sample(&registry, "workqueue_depth", "q"), Some(2.0));
-        r.get(&"a", t0 + Duration::from_millis(250));
+        r.get(
+            &"a",
+            Priority::Fresh,
+            false,
+            t0 + Duration::from_millis(250),
+        );
         assert_eq!(sample(&registry, "workqueue_depth", "q"), Some(1.0));
         assert_eq!(
             sample(&registry, "workqueue_queue_duration_seconds_sum", "q"),
@@ -276,7 +349,12 @@ mod tests {
             sample(&registry, "workqueue_unfinished_work_seconds", "q"),
             Some(1.0)
         );
-        r.get(&"b", t0 + Duration::from_millis(750));
+        r.get(
+            &"b",
+            Priority::Fresh,
+            false,
+            t0 + Duration::from_millis(750),
+        );
         r.update_unfinished_work(t0 + Duration::from_millis(1250));
         assert_eq!(
             sample(&registry, "workqueue_unfinished_work_seconds", "q"),
@@ -304,6 +382,45 @@ mod tests {
         assert_eq!(
             sample(&registry, "workqueue_unfinished_work_seconds", "q"),
             Some(0.0)
+        );
+    }
+
+    #[test]
+    fn depth_by_priority_sums_to_depth_and_promotions_count() {
+        let registry = Registry::new();
+        let m = WorkQueueMetrics::new(&registry).unwrap();
+        let mut r = m.recorder::<&str>("q");
+        let by = |p: &str| {
+            sample_with(
+                &registry,
+                "workqueue_depth_by_priority",
+                &format!("name=\"q\",priority=\"{p}\""),
+            )
+        };
+        let t0 = Instant::now();
+        assert_eq!(
+            (by("fresh"), by("low")),
+            (Some(0.0), Some(0.0)),
+            "exported from the start"
+        );
+        r.add(&"a", Priority::Low, t0);
+        r.add(&"b", Priority::Low, t0);
+        r.add(&"c", Priority::Fresh, t0);
+        assert_eq!((by("fresh"), by("low")), (Some(1.0), Some(2.0)));
+        r.upgrade();
+        assert_eq!((by("fresh"), by("low")), (Some(2.0), Some(1.0)));
+        assert_eq!(sample(&registry, "workqueue_depth", "q"), Some(3.0));
+        r.get(&"a", Priority::Low, true, t0);
+        assert_eq!((by("fresh"), by("low")), (Some(2.0), Some(0.0)));
+        assert_eq!(
+            sample(&registry, "workqueue_low_priority_promoted_total", "q"),
+            Some(1.0)
+        );
+        r.get(&"b", Priority::Fresh, false, t0);
+        assert_eq!((by("fresh"), by("low")), (Some(1.0), Some(0.0)));
+        assert_eq!(
+            sample(&registry, "workqueue_low_priority_promoted_total", "q"),
+            Some(1.0)
         );
     }
 }

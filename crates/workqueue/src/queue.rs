@@ -10,12 +10,19 @@
 //! * **Duplicates collapse.** A key already waiting in the queue is not queued twice, so a
 //!   burst of events for one object costs one reconcile.
 //! * **FIFO** among distinct keys, and delayed keys join the queue when their time comes.
+//!   With priorities on (the default), FIFO holds within each priority: keys with a fresh add
+//!   go before keys whose every add was low priority, until those age: aged low keys and fresh
+//!   keys then alternate 1:1 (`ready.rs`).
+//! * **What woke a sync is kept.** Each add may carry a [`Wake`]; the reasons and priority
+//!   gathered since the key's last hand-out come out with it ([`WorkQueue::get_woken`]). Adds
+//!   made while the key is processed belong to its next hand-out, like the key itself.
 //!
 //! A background task (one per queue) moves delayed keys into the queue when they become ready
 //! and, when metrics are enabled, refreshes the unfinished-work gauges every 500 ms like
 //! client-go's ticker goroutine. It stops on shutdown or when the last handle is dropped.
 
-use std::collections::{HashSet, VecDeque};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::pin::pin;
@@ -28,6 +35,8 @@ use tokio::time::Instant;
 use crate::delaying::Waiting;
 use crate::metrics::{Recorder, WorkQueueMetrics};
 use crate::rate_limiter::RateLimiter;
+use crate::ready::{Popped, Priorities, Ready};
+use crate::wake::{Gathered, Incoming, Priority, Wake, Woken};
 
 /// How often the unfinished-work gauges are recomputed (client-go's
 /// `defaultUnfinishedWorkUpdatePeriod`).
@@ -36,6 +45,11 @@ const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 /// Upper bound on a delay, so "wait forever" (e.g. [`Duration::MAX`]) still yields a valid
 /// `Instant`. Thirty years is forever for a controller.
 const MAX_DELAY: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// The reason of a plain [`WorkQueue::add`].
+const REASON_ADDED: &str = "added";
+/// The reason of [`WorkQueue::add_rate_limited`].
+const REASON_RETRY: &str = "retry after a failed sync";
 
 /// A rate-limited, delaying work queue with client-go semantics.
 ///
@@ -97,8 +111,8 @@ impl<K> Drop for Inner<K> {
 /// A moment's view of a queue (see [`WorkQueue::snapshot`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueSnapshot<K> {
-    /// Keys ready to hand out, in order.
-    pub queued: Vec<K>,
+    /// Keys ready to hand out, in the order they would go out if nothing changed.
+    pub queued: Vec<QueuedKey<K>>,
     pub queued_count: usize,
     /// Keys a worker is syncing now.
     pub processing: Vec<K>,
@@ -107,6 +121,19 @@ pub struct QueueSnapshot<K> {
     pub waiting: Vec<WaitingKey<K>>,
     pub waiting_count: usize,
     pub shutting_down: bool,
+}
+
+/// A key ready to hand out (see [`QueueSnapshot::queued`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedKey<K> {
+    pub key: K,
+    pub priority: Priority,
+    /// Why it was queued (see [`Woken::reasons`]).
+    pub reasons: Vec<Cow<'static, str>>,
+    /// Adds whose reason was not kept (see [`Woken::more`]).
+    pub more: usize,
+    /// Since its first add.
+    pub queued_for: Duration,
 }
 
 /// A key waiting in the delaying part of the queue.
@@ -122,9 +149,10 @@ pub struct WaitingKey<K> {
 struct State<K> {
     /// Keys ready to hand out, in order. Invariant: every key here is in `dirty` and not in
     /// `processing`, and appears only once.
-    queue: VecDeque<K>,
-    /// Keys that need processing: those in `queue` plus in-flight keys added again.
-    dirty: HashSet<K>,
+    ready: Ready<K>,
+    /// Keys that need processing: those in `ready` plus in-flight keys added again; with what
+    /// their adds said since the last hand-out.
+    dirty: HashMap<K, Dirty>,
     /// Keys handed to a worker and not yet `done`.
     processing: HashSet<K>,
     /// Keys added with a delay that has not elapsed yet.
@@ -135,6 +163,13 @@ struct State<K> {
     metrics: Option<Recorder<K>>,
 }
 
+/// What a dirty key has gathered until it is handed out.
+struct Dirty {
+    wakes: Gathered,
+    /// The first add since the last hand-out ([`Woken::waited`] runs from here).
+    since: Instant,
+}
+
 impl<K> WorkQueue<K>
 where
     K: Clone + Eq + Hash + Send + Sync + Debug + 'static,
@@ -142,6 +177,9 @@ where
     /// Creates a queue. `name` labels its metrics (client-go uses the controller name, e.g.
     /// `"replicaset"`); `rate_limiter` drives [`add_rate_limited`](Self::add_rate_limited),
     /// usually [`default_controller_rate_limiter`](crate::default_controller_rate_limiter).
+    ///
+    /// Priorities are on with the default bound ([`Priorities::default`]); callers that only use
+    /// the plain adds never queue a low key, so the queue is then client-go's FIFO.
     ///
     /// # Panics
     ///
@@ -162,8 +200,8 @@ where
         let inner = Arc::new(Inner {
             name,
             state: Mutex::new(State {
-                queue: VecDeque::new(),
-                dirty: HashSet::new(),
+                ready: Ready::new(Priorities::default()),
+                dirty: HashMap::new(),
                 processing: HashSet::new(),
                 waiting: Waiting::default(),
                 shutting_down: false,
@@ -183,6 +221,25 @@ where
         Self { inner }
     }
 
+    /// Sets how keys are ordered by priority (see [`Priorities`]); meant right after
+    /// [`new`](Self::new). Keys already queued keep their arrival order.
+    ///
+    /// ```no_run
+    /// # use mini_kcm_workqueue::{Priorities, WorkQueue, default_controller_rate_limiter};
+    /// # use std::time::Duration;
+    /// # fn example() {
+    /// let fifo = WorkQueue::<String>::new("rs", default_controller_rate_limiter(), None)
+    ///     .with_priorities(Priorities::Off);
+    /// let patient = WorkQueue::<String>::new("ds", default_controller_rate_limiter(), None)
+    ///     .with_priorities(Priorities::On { max_low_wait: Duration::from_secs(30) });
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_priorities(self, priorities: Priorities) -> Self {
+        self.inner.lock().ready.set_mode(priorities);
+        self
+    }
+
     #[cfg(test)]
     /// The name given at construction (the metrics' `name` label).
     pub(crate) fn name(&self) -> &str {
@@ -191,9 +248,19 @@ where
 
     /// Marks `key` as needing processing. Ignored after shutdown; a no-op if the key is already
     /// queued; if the key is being processed it is re-queued when the worker calls `done`.
+    ///
+    /// The same as [`add_woken`](Self::add_woken) with [`Wake::fresh`]`("added")`.
     pub fn add(&self, key: K) {
+        self.add_woken(key, Wake::fresh(REASON_ADDED));
+    }
+
+    /// [`add`](Self::add), saying why and how urgent. A fresh wake makes a queued low key fresh
+    /// (it moves to the back of the fresh keys); a low wake never lowers a key.
+    pub fn add_woken(&self, key: K, wake: Wake) {
         let now = Instant::now();
-        let queued = self.inner.add_locked(&mut self.inner.lock(), key, now);
+        let queued = self
+            .inner
+            .add_locked(&mut self.inner.lock(), key, Incoming::One(wake), now);
         if queued {
             self.inner.item_ready.notify_one();
         }
@@ -201,8 +268,15 @@ where
 
     /// Adds `key` once `delay` has elapsed (immediately if `delay` is zero).
     ///
-    /// If the key is already waiting, the earlier of the two ready times is kept.
+    /// If the key is already waiting, the earlier of the two ready times is kept. The same as
+    /// [`add_after_woken`](Self::add_after_woken) with a fresh `"requeue after {delay:?}"`.
     pub fn add_after(&self, key: K, delay: Duration) {
+        self.add_after_woken(key, delay, Wake::fresh(format!("requeue after {delay:?}")));
+    }
+
+    /// [`add_after`](Self::add_after), saying why and how urgent: when the delay ends the key is
+    /// added with `wake`. Two delayed adds of one key that fire once bring both wakes.
+    pub fn add_after_woken(&self, key: K, delay: Duration, wake: Wake) {
         let now = Instant::now();
         let mut guard = self.inner.lock();
         let state = &mut *guard;
@@ -213,7 +287,7 @@ where
             m.retry();
         }
         if delay.is_zero() {
-            let queued = self.inner.add_locked(state, key, now);
+            let queued = self.inner.add_locked(state, key, Incoming::One(wake), now);
             drop(guard);
             if queued {
                 self.inner.item_ready.notify_one();
@@ -224,17 +298,18 @@ where
             tracing::warn!(queue = %self.inner.name, ?key, ?delay, "delay out of range; key dropped");
             return;
         };
-        let rearm = state.waiting.insert(key, ready_at);
+        let rearm = state.waiting.insert(key, ready_at, Gathered::new(wake));
         drop(guard);
         if rearm {
             self.inner.timer.notify_one();
         }
     }
 
-    /// Adds `key` after the delay the rate limiter assigns (which also counts a failure).
+    /// Adds `key` after the delay the rate limiter assigns (which also counts a failure), fresh,
+    /// with the reason `"retry after a failed sync"`.
     pub fn add_rate_limited(&self, key: K) {
         let delay = self.inner.rate_limiter.when(&key);
-        self.add_after(key, delay);
+        self.add_after_woken(key, delay, Wake::fresh(REASON_RETRY));
     }
 
     /// Tells the rate limiter to stop tracking `key` (call after a successful sync). This
@@ -254,14 +329,20 @@ where
     ///
     /// Cancel-safe: dropping the future never loses a key.
     pub async fn get(&self) -> Option<K> {
+        self.get_woken().await.map(|(key, _)| key)
+    }
+
+    /// [`get`](Self::get), with what woke the key: the reasons and priority of the adds since it
+    /// was last handed out, and how long it waited since the first of them.
+    pub async fn get_woken(&self) -> Option<(K, Woken)> {
         let mut notified = pin!(self.inner.item_ready.notified());
         loop {
             // Registered before looking at the state, so an `add` in between still wakes us.
             notified.as_mut().enable();
             {
                 let mut state = self.inner.lock();
-                if let Some(key) = state.pop_for_processing(Instant::now()) {
-                    return Some(key);
+                if let Some(handed_out) = state.pop_for_processing(Instant::now()) {
+                    return Some(handed_out);
                 }
                 if state.shutting_down {
                     return None;
@@ -289,10 +370,13 @@ where
         if let Some(m) = &mut state.metrics {
             m.done(key, now);
         }
-        let requeued = state.dirty.contains(key);
-        if requeued {
-            state.queue.push_back(key.clone());
-        }
+        let requeued = match state.dirty.get(key) {
+            Some(dirty) => {
+                state.ready.push(key.clone(), dirty.wakes.priority(), now);
+                true
+            }
+            None => false,
+        };
         let idle = state.processing.is_empty();
         drop(guard);
         if requeued {
@@ -308,13 +392,13 @@ where
     /// not pending. For a worker holding `key` this answers "did an event arrive since I took it?".
     pub fn is_pending(&self, key: &K) -> bool {
         let state = self.inner.lock();
-        !state.shutting_down && state.dirty.contains(key)
+        !state.shutting_down && state.dirty.contains_key(key)
     }
 
     /// Number of keys ready to hand out (not counting in-flight or delayed keys). For
     /// information only: it can change as soon as it is returned.
     pub fn len(&self) -> usize {
-        self.inner.lock().queue.len()
+        self.inner.lock().ready.len()
     }
 
     /// Whether no key is ready to hand out (see [`len`](Self::len)).
@@ -365,9 +449,26 @@ where
                 key,
             })
             .collect();
+        let queued = state
+            .ready
+            .ordered(now, limit)
+            .into_iter()
+            .map(|(key, priority)| {
+                let dirty = state.dirty.get(key);
+                let (reasons, more) = dirty.map_or((&[][..], 0), |d| d.wakes.reasons());
+                QueuedKey {
+                    key: key.clone(),
+                    priority,
+                    reasons: reasons.to_vec(),
+                    more,
+                    queued_for: dirty
+                        .map_or(Duration::ZERO, |d| now.saturating_duration_since(d.since)),
+                }
+            })
+            .collect();
         QueueSnapshot {
-            queued: state.queue.iter().take(limit).cloned().collect(),
-            queued_count: state.queue.len(),
+            queued,
+            queued_count: state.ready.len(),
             processing: state.processing.iter().take(limit).cloned().collect(),
             processing_count: state.processing.len(),
             waiting,
@@ -397,20 +498,35 @@ impl<K> Inner<K> {
 }
 
 impl<K: Clone + Eq + Hash> Inner<K> {
-    /// The heart of `add`. Returns true if the key entered `queue` (a worker should be woken).
-    fn add_locked(&self, state: &mut State<K>, key: K, now: Instant) -> bool {
-        if state.shutting_down || state.dirty.contains(&key) {
+    /// The heart of `add`. Returns true if the key entered `ready` (a worker should be woken).
+    fn add_locked(&self, state: &mut State<K>, key: K, incoming: Incoming, now: Instant) -> bool {
+        if state.shutting_down {
             return false;
         }
-        if let Some(m) = &mut state.metrics {
-            m.add(&key, now);
+        if let Some(dirty) = state.dirty.get_mut(&key) {
+            // Already due for a sync: this add only adds its reason, and maybe urgency.
+            if incoming.fold_into(&mut dirty.wakes) {
+                if let Some(m) = &state.metrics {
+                    m.upgrade();
+                }
+                state.ready.upgrade(&key, now); // a no-op while the key is processed
+            }
+            return false;
         }
-        state.dirty.insert(key.clone());
+        let priority = incoming.priority();
+        if let Some(m) = &mut state.metrics {
+            m.add(&key, priority, now);
+        }
+        let dirty = Dirty {
+            wakes: incoming.into_gathered(),
+            since: now,
+        };
+        state.dirty.insert(key.clone(), dirty);
         if state.processing.contains(&key) {
             // `done` will queue it; queueing now would let a second worker take it.
             return false;
         }
-        state.queue.push_back(key);
+        state.ready.push(key, priority, now);
         true
     }
 
@@ -438,8 +554,8 @@ impl<K: Clone + Eq + Hash> Inner<K> {
             if state.shutting_down {
                 return None;
             }
-            while let Some(key) = state.waiting.pop_ready(now) {
-                if self.add_locked(state, key, now) {
+            while let Some((key, wakes)) = state.waiting.pop_ready(now) {
+                if self.add_locked(state, key, Incoming::Many(wakes), now) {
                     queued += 1;
                 }
             }
@@ -462,15 +578,30 @@ impl<K: Clone + Eq + Hash> Inner<K> {
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
-    /// Moves the first queued key to `processing` and returns it.
-    fn pop_for_processing(&mut self, now: Instant) -> Option<K> {
-        let key = self.queue.pop_front()?;
+    /// Moves the next ready key to `processing` and returns it with what woke it.
+    fn pop_for_processing(&mut self, now: Instant) -> Option<(K, Woken)> {
+        let Popped {
+            key,
+            priority,
+            promoted,
+        } = self.ready.pop(now)?;
         if let Some(m) = &mut self.metrics {
-            m.get(&key, now);
+            m.get(&key, priority, promoted, now);
         }
-        self.dirty.remove(&key);
+        let woken = match self.dirty.remove(&key) {
+            Some(dirty) => dirty
+                .wakes
+                .into_woken(now.saturating_duration_since(dirty.since)),
+            // Unreachable by the invariant on `ready`; an empty answer beats a panic.
+            None => Woken {
+                reasons: Vec::new(),
+                more: 0,
+                priority,
+                waited: Duration::ZERO,
+            },
+        };
         self.processing.insert(key.clone());
-        Some(key)
+        Some((key, woken))
     }
 }
 
@@ -499,7 +630,7 @@ async fn timer_task<K: Clone + Eq + Hash>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::test_support::sample;
+    use crate::metrics::test_support::{sample, sample_with};
     use crate::rate_limiter::{ItemExponentialFailureRateLimiter, default_controller_rate_limiter};
     use prometheus::Registry;
     use std::collections::HashMap;
@@ -576,8 +707,11 @@ mod tests {
         q.add_rate_limited("d"); // first failure: 5 ms
         q.add_rate_limited("d"); // second: 10 ms, but the earlier ready time stays
         q.add_after("e", ms(2000));
+        let keys = |snap: &QueueSnapshot<&'static str>| -> Vec<&str> {
+            snap.queued.iter().map(|q| q.key).collect()
+        };
         let snap = q.snapshot(1);
-        assert_eq!(snap.queued, ["b"], "capped at the limit");
+        assert_eq!(keys(&snap), ["b"], "capped at the limit");
         assert_eq!(snap.queued_count, 2);
         assert_eq!(snap.processing, ["a"]);
         assert_eq!(snap.processing_count, 1);
@@ -600,7 +734,19 @@ mod tests {
                 ready_in: ms(1000)
             }]
         );
-        assert_eq!(snap.queued, ["b", "c", "d"]);
+        assert_eq!(keys(&snap), ["b", "c", "d"]);
+        assert_eq!(
+            snap.queued[2],
+            QueuedKey {
+                key: "d",
+                priority: Priority::Fresh,
+                reasons: vec!["retry after a failed sync".into()],
+                more: 0,
+                // Moved into the queue when the timer task ran, i.e. after the whole advance.
+                queued_for: Duration::ZERO,
+            },
+            "two failures, one reason"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1127,5 +1273,375 @@ mod tests {
         drop(q);
         settle().await;
         assert_eq!(runtime.num_alive_tasks(), before);
+    }
+
+    // ---- wake reasons and priorities ----
+
+    fn queue_with<K>(priorities: Priorities) -> WorkQueue<K>
+    where
+        K: Clone + Eq + Hash + Send + Sync + Debug + 'static,
+    {
+        queue().with_priorities(priorities)
+    }
+
+    fn on(max_low_wait: Duration) -> Priorities {
+        Priorities::On { max_low_wait }
+    }
+
+    /// Takes everything queued, marking each key done, in hand-out order.
+    async fn take_all<K>(q: &WorkQueue<K>) -> Vec<K>
+    where
+        K: Clone + Eq + Hash + Send + Sync + Debug + 'static,
+    {
+        let mut out = Vec::new();
+        while !q.is_empty() {
+            let Some(key) = q.get().await else { break };
+            q.done(&key);
+            out.push(key);
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fresh_keys_go_before_low_ones_fifo_within_each() {
+        let q = queue::<&str>(); // priorities on by default
+        q.add_woken("low1", Wake::low("initial list"));
+        q.add("fresh1");
+        q.add_woken("low2", Wake::low("initial list"));
+        q.add_woken("fresh2", Wake::fresh("pod deleted"));
+        q.add_woken("low3", Wake::low("resync"));
+        q.add_woken("fresh1", Wake::low("resync")); // a low add never lowers a fresh key
+        assert_eq!(
+            take_all(&q).await,
+            ["fresh1", "fresh2", "low1", "low2", "low3"]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fresh_add_upgrades_a_queued_low_key() {
+        let q = queue::<&str>();
+        q.add_woken("a", Wake::low("initial list"));
+        q.add_woken("b", Wake::low("initial list"));
+        q.add("c");
+        q.add_woken("b", Wake::fresh("spec changed"));
+        assert_eq!(q.len(), 3, "an upgrade does not queue the key twice");
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "c");
+        assert_eq!(woken.priority, Priority::Fresh);
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "b", "upgraded: before the low key queued ahead of it");
+        assert_eq!(woken.priority, Priority::Fresh);
+        assert_eq!(woken.reasons, ["initial list", "spec changed"]);
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!((key, woken.priority), ("a", Priority::Low));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_of_fresh_keys_cannot_starve_a_low_key() {
+        const SYNC: Duration = Duration::from_millis(100);
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let q = WorkQueue::new("rs", default_controller_rate_limiter(), Some(metrics))
+            .with_priorities(on(Duration::from_secs(1)));
+        let start = Instant::now();
+        q.add_woken("low".to_string(), Wake::low("initial list"));
+        q.add("fresh-0".to_string());
+        q.add("fresh-1".to_string());
+        // One worker; every sync a new fresh key arrives, so fresh keys are always waiting.
+        let mut next = 2;
+        let (low_at, woken) = loop {
+            assert!(next < 100, "the low key was starved");
+            let (key, woken) = q.get_woken().await.unwrap();
+            if key == "low" {
+                break (start.elapsed(), woken);
+            }
+            q.add(format!("fresh-{next}"));
+            next += 1;
+            tokio::time::sleep(SYNC).await;
+            q.done(&key);
+        };
+        assert!(
+            (Duration::from_secs(1)..=Duration::from_secs(1) + 2 * SYNC).contains(&low_at),
+            "handed out after {low_at:?}: fresh keys first, but not past max_low_wait + two hand-outs"
+        );
+        assert_eq!(woken.waited, low_at);
+        assert_eq!(woken.priority, Priority::Low);
+        assert!(
+            q.len() >= 2,
+            "fresh keys were still waiting: it went ahead of them"
+        );
+        assert_eq!(
+            sample(&registry, "workqueue_low_priority_promoted_total", "rs"),
+            Some(1.0)
+        );
+    }
+
+    /// The scenario priorities exist for: a large initial list (200 low keys, 100 ms a sync, one
+    /// worker: 20 s of work) has entirely aged when a user's change comes at t = 10 s. Strict
+    /// aging would hand it out after the remaining 100 low keys; the 1:1 share within 2 hand-outs.
+    #[tokio::test(start_paused = true)]
+    async fn a_fresh_key_is_not_queued_behind_an_aged_backlog() {
+        const SYNC: Duration = Duration::from_millis(100);
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let q = WorkQueue::new("rs", default_controller_rate_limiter(), Some(metrics));
+        let start = Instant::now();
+        for i in 0..200 {
+            q.add_woken(format!("low-{i}"), Wake::low("initial list"));
+        }
+        let mut handed_out = Vec::new();
+        let mut fresh_added_at = None;
+        while !q.is_empty() {
+            let key = q.get().await.unwrap();
+            handed_out.push(key.clone());
+            tokio::time::sleep(SYNC).await;
+            q.done(&key);
+            if fresh_added_at.is_none() && start.elapsed() >= Duration::from_secs(10) {
+                assert_eq!(start.elapsed(), Duration::from_secs(10));
+                assert!(
+                    q.snapshot(1000)
+                        .queued
+                        .iter()
+                        .all(|k| k.queued_for >= Priorities::DEFAULT_MAX_LOW_WAIT),
+                    "every low key still queued has aged"
+                );
+                q.add_woken("scaled".to_string(), Wake::fresh("spec.replicas changed"));
+                fresh_added_at = Some(handed_out.len());
+            }
+        }
+        let added_at = fresh_added_at.unwrap();
+        assert_eq!(added_at, 100);
+        let taken = handed_out.iter().position(|k| k == "scaled").unwrap();
+        assert!(
+            taken < added_at + 2,
+            "handed out {} hand-outs after it was added",
+            taken - added_at + 1
+        );
+        assert_eq!(handed_out.len(), 201, "and the backlog still drains");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn aged_low_and_fresh_keys_alternate_one_to_one() {
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let q = WorkQueue::new("rs", default_controller_rate_limiter(), Some(metrics))
+            .with_priorities(on(Duration::from_secs(1)));
+        for k in ["low-1", "low-2", "low-3", "low-4"] {
+            q.add_woken(k, Wake::low("initial list"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for k in ["fresh-1", "fresh-2", "fresh-3"] {
+            q.add(k);
+        }
+        q.add_woken("young-low", Wake::low("resync")); // not aged: after every fresh key
+        let expected = [
+            "low-1",
+            "fresh-1",
+            "low-2",
+            "fresh-2",
+            "low-3",
+            "fresh-3",
+            "low-4",
+            "young-low",
+        ];
+        let snapshot: Vec<_> = q.snapshot(10).queued.into_iter().map(|k| k.key).collect();
+        assert_eq!(snapshot, expected, "the snapshot shows the hand-out order");
+        assert_eq!(take_all(&q).await, expected);
+        assert_eq!(
+            sample(&registry, "workqueue_low_priority_promoted_total", "rs"),
+            Some(3.0),
+            "low-1..3 went while fresh keys waited; low-4 had no one to overtake"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn priorities_off_is_one_fifo_and_still_records_reasons() {
+        let q = queue_with::<&str>(Priorities::Off);
+        q.add_woken("low1", Wake::low("initial list"));
+        q.add("fresh1");
+        q.add_woken("low2", Wake::low("resync"));
+        q.add_woken("low2", Wake::fresh("pod added")); // no move: FIFO
+        q.add("fresh2");
+        let snap = q.snapshot(10);
+        let priorities: Vec<_> = snap.queued.iter().map(|k| (k.key, k.priority)).collect();
+        assert_eq!(
+            priorities,
+            [
+                ("low1", Priority::Low),
+                ("fresh1", Priority::Fresh),
+                ("low2", Priority::Fresh),
+                ("fresh2", Priority::Fresh),
+            ]
+        );
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!((key, woken.reasons), ("low1", vec!["initial list".into()]));
+        tokio::time::sleep(Duration::from_secs(60)).await; // aging plays no part either
+        assert_eq!(take_all(&q).await, ["fresh1", "low2", "fresh2"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reasons_are_coalesced_deduped_and_bounded() {
+        let q = queue::<&str>();
+        q.add("a");
+        tokio::time::sleep(ms(30)).await;
+        for round in 0..3 {
+            for i in 0..12 {
+                q.add_woken("a", Wake::low(format!("event {i}")));
+            }
+            q.add("a");
+            if round == 0 {
+                assert_eq!(q.snapshot(1).queued[0].more, 5, "events 7..=11");
+            }
+        }
+        assert_eq!(q.len(), 1);
+        tokio::time::sleep(ms(20)).await;
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "a");
+        let expected: Vec<Cow<'static, str>> = std::iter::once("added".to_string())
+            .chain((0..7).map(|i| format!("event {i}")))
+            .map(Cow::from)
+            .collect();
+        assert_eq!(woken.reasons, expected, "first distinct reasons, in order");
+        assert_eq!(woken.more, 3 * 5, "events 7..=11, three times");
+        assert_eq!(woken.priority, Priority::Fresh);
+        assert_eq!(woken.waited, ms(50), "from the first add");
+        q.done(&"a");
+        q.add_woken("a", Wake::low("resync"));
+        let (_, woken) = q.get_woken().await.unwrap();
+        assert_eq!(
+            woken.reasons,
+            ["resync"],
+            "a hand-out takes its reasons along"
+        );
+        assert_eq!((woken.more, woken.priority), (0, Priority::Low));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reasons_added_while_processing_go_to_the_next_hand_out() {
+        let q = queue::<&str>();
+        q.add_woken("a", Wake::fresh("spec changed"));
+        let (_, woken) = q.get_woken().await.unwrap();
+        assert_eq!(woken.reasons, ["spec changed"]);
+        tokio::time::sleep(ms(10)).await;
+        q.add_woken("a", Wake::low("resync"));
+        q.add_woken("a", Wake::low("resync"));
+        tokio::time::sleep(ms(40)).await;
+        q.add("b");
+        q.done(&"a");
+        // Back in the queue as low (its only add since the hand-out was), so b goes first.
+        assert_eq!(q.get().await, Some("b"));
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "a");
+        assert_eq!(woken.reasons, ["resync"]);
+        assert_eq!(woken.priority, Priority::Low);
+        assert_eq!(woken.waited, ms(40), "since the add during processing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_adds_carry_their_wake() {
+        let q = queue::<&str>();
+        q.add_after_woken("a", ms(50), Wake::low("periodic recheck"));
+        q.add_after_woken("a", ms(80), Wake::low("resync")); // merged into the 50 ms one
+        q.add_after("b", ms(50));
+        q.add_rate_limited("c"); // 5 ms
+        q.add_after_woken("d", Duration::ZERO, Wake::low("now"));
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!((key, woken.reasons), ("d", vec!["now".into()]));
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "c");
+        assert_eq!(woken.reasons, ["retry after a failed sync"]);
+        tokio::time::sleep(ms(60)).await;
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "b", "fresh, although it became ready with a");
+        assert_eq!(woken.reasons, ["requeue after 50ms"]);
+        let (key, woken) = q.get_woken().await.unwrap();
+        assert_eq!(key, "a");
+        assert_eq!(woken.reasons, ["periodic recheck", "resync"]);
+        assert_eq!(woken.priority, Priority::Low);
+        assert_eq!(
+            woken.waited,
+            ms(15),
+            "from when the delay ended (50 ms) to now (65 ms)"
+        );
+        tokio::time::sleep(ms(100)).await;
+        assert!(q.is_empty(), "the merged 80 ms add does not fire again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_snapshot_lists_keys_in_hand_out_order_with_priorities() {
+        let q = queue_with::<&str>(on(ms(100)));
+        q.add_woken("old-low", Wake::low("initial list"));
+        tokio::time::sleep(ms(60)).await;
+        q.add("fresh");
+        q.add_woken("young-low", Wake::low("resync"));
+        let order = |q: &WorkQueue<&'static str>| -> Vec<(&str, Priority)> {
+            q.snapshot(10)
+                .queued
+                .into_iter()
+                .map(|k| (k.key, k.priority))
+                .collect()
+        };
+        assert_eq!(
+            order(&q),
+            [
+                ("fresh", Priority::Fresh),
+                ("old-low", Priority::Low),
+                ("young-low", Priority::Low)
+            ]
+        );
+        tokio::time::sleep(ms(40)).await;
+        assert_eq!(order(&q)[0], ("old-low", Priority::Low), "aged: now first");
+        assert_eq!(q.snapshot(10).queued[0].queued_for, ms(100));
+        assert_eq!(take_all(&q).await, ["old-low", "fresh", "young-low"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn depth_by_priority_follows_adds_upgrades_and_hand_outs() {
+        let registry = Registry::new();
+        let metrics = WorkQueueMetrics::new(&registry).unwrap();
+        let q = WorkQueue::new("rs", default_controller_rate_limiter(), Some(metrics));
+        let depth = |p: &str| {
+            let labels = format!("name=\"rs\",priority=\"{p}\"");
+            sample_with(&registry, "workqueue_depth_by_priority", &labels)
+        };
+        let both = || (depth("fresh"), depth("low"));
+        q.add_woken("a", Wake::low("initial list"));
+        q.add_woken("b", Wake::low("initial list"));
+        q.add("c");
+        assert_eq!(both(), (Some(1.0), Some(2.0)));
+        q.add_woken("b", Wake::fresh("spec changed"));
+        q.add_woken("b", Wake::fresh("again")); // already fresh: no move
+        assert_eq!(both(), (Some(2.0), Some(1.0)));
+        assert_eq!(sample(&registry, "workqueue_depth", "rs"), Some(3.0));
+        assert_eq!(q.get().await, Some("c"));
+        assert_eq!(q.get().await, Some("b"));
+        assert_eq!(both(), (Some(0.0), Some(1.0)));
+        // Dirty while processing counts too (as workqueue_depth does), and can be upgraded.
+        q.add_woken("b", Wake::low("resync"));
+        assert_eq!(both(), (Some(0.0), Some(2.0)));
+        q.add("b");
+        assert_eq!(both(), (Some(1.0), Some(1.0)));
+        q.done(&"b");
+        assert_eq!(q.get().await, Some("b"), "requeued fresh: before a");
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(both(), (Some(0.0), Some(0.0)));
+        assert_eq!(sample(&registry, "workqueue_depth", "rs"), Some(0.0));
+        assert_eq!(
+            sample(&registry, "workqueue_low_priority_promoted_total", "rs"),
+            Some(0.0),
+            "nothing aged"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shut_down_still_hands_out_queued_keys_in_priority_order() {
+        let q = queue::<&str>();
+        q.add_woken("low", Wake::low("initial list"));
+        q.add("fresh");
+        q.shut_down();
+        q.add("late");
+        assert_eq!(q.get().await, Some("fresh"));
+        assert_eq!(q.get().await, Some("low"));
+        assert_eq!(q.get_woken().await, None);
     }
 }
