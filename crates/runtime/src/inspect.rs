@@ -92,7 +92,7 @@ impl QueueView {
         let snap = queue.snapshot(LIST_LIMIT);
         let keys = |keys: Vec<ObjectKey>| keys.iter().map(ToString::to_string).collect();
         QueueView {
-            queued: keys(snap.queued),
+            queued: snap.queued.iter().map(|q| q.key.to_string()).collect(),
             queued_count: snap.queued_count,
             in_flight: keys(snap.processing),
             in_flight_count: snap.processing_count,
