@@ -19,6 +19,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::decisions::NodePlacement;
+use mini_kcm_runtime::events::EventType;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use tokio::time::Instant;
@@ -104,7 +105,7 @@ pub(crate) fn unscheduled_pods_without_node<N: Borrow<Node>>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DaemonPodEvent {
     /// `Warning` or `Normal`.
-    pub event_type: &'static str,
+    pub event_type: EventType,
     pub reason: &'static str,
     pub message: String,
     /// The pod the event is about (its name, in the DaemonSet's namespace).
@@ -201,7 +202,7 @@ pub(crate) fn plan_node(
                 }
                 backoff.next(&key, ctx.backoff_now);
                 plan.events.push(DaemonPodEvent {
-                    event_type: "Warning",
+                    event_type: EventType::Warning,
                     reason: FAILED_DAEMON_POD_REASON,
                     message: format!(
                         "Found failed daemon pod {namespace}/{} on node {node_name}, will try to kill it",
@@ -213,7 +214,7 @@ pub(crate) fn plan_node(
             }
             "Succeeded" => {
                 plan.events.push(DaemonPodEvent {
-                    event_type: "Normal",
+                    event_type: EventType::Normal,
                     reason: SUCCEEDED_DAEMON_POD_REASON,
                     message: format!(
                         "Found succeeded daemon pod {namespace}/{} on node {node_name}, will try to delete it",
@@ -536,7 +537,7 @@ mod tests {
             &mut FailedPodBackoff::default(),
         );
         assert_eq!(plan.pods_to_delete, ["done"]);
-        assert_eq!(plan.events[0].event_type, "Normal");
+        assert_eq!(plan.events[0].event_type, EventType::Normal);
         assert_eq!(plan.events[0].reason, SUCCEEDED_DAEMON_POD_REASON);
         assert!(
             plan.nodes_needing_pods.is_empty(),

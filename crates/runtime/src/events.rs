@@ -88,6 +88,22 @@ struct EventWrite {
     related: Option<ObjectReference>,
 }
 
+/// An Event's `type`: the API server knows exactly these two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
 /// Sends events for one controller (the event source's component, e.g. `replicaset-controller`).
 #[derive(Clone)]
 pub struct EventRecorder {
@@ -121,9 +137,7 @@ impl EventRecorder {
         }
     }
 
-    /// A Normal event about `regarding`. `related` names the other object involved (e.g. the pod a
-    /// ReplicaSet created); it is written in the Event's `related` field but, as upstream, takes no
-    /// part in correlation. `action` goes to the Event's `action` field.
+    /// A Normal event about `regarding`; see [`EventRecorder::record`].
     pub fn normal(
         &self,
         regarding: &ObjectReference,
@@ -132,10 +146,10 @@ impl EventRecorder {
         action: &str,
         note: String,
     ) {
-        self.send("Normal", regarding, related, reason, action, note);
+        self.record(EventType::Normal, regarding, related, reason, action, note);
     }
 
-    /// A Warning event; see [`EventRecorder::normal`].
+    /// A Warning event; see [`EventRecorder::record`].
     pub fn warning(
         &self,
         regarding: &ObjectReference,
@@ -144,12 +158,15 @@ impl EventRecorder {
         action: &str,
         note: String,
     ) {
-        self.send("Warning", regarding, related, reason, action, note);
+        self.record(EventType::Warning, regarding, related, reason, action, note);
     }
 
-    fn send(
+    /// An event of `type_` about `regarding`. `related` names the other object involved (e.g. the pod
+    /// a ReplicaSet created); it is written in the Event's `related` field but, as upstream, takes no
+    /// part in correlation. `action` goes to the Event's `action` field.
+    pub fn record(
         &self,
-        type_: &'static str,
+        type_: EventType,
         regarding: &ObjectReference,
         related: Option<ObjectReference>,
         reason: &str,
@@ -163,7 +180,7 @@ impl EventRecorder {
             namespace: regarding.namespace.clone().unwrap_or_default(),
             name: regarding.name.clone().unwrap_or_default(),
             uid: regarding.uid.clone().unwrap_or_default(),
-            type_: type_.to_string(),
+            type_: type_.as_str().to_string(),
             reason: reason.to_string(),
             message,
         };
@@ -191,7 +208,7 @@ impl EventRecorder {
             recorded_at: tokio::time::Instant::now(),
             series,
             count,
-            type_,
+            type_: type_.as_str(),
             reason: identity.reason,
             action: action.to_string(),
             message,

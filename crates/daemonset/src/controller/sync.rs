@@ -202,15 +202,14 @@ impl DaemonSetController {
                 name: Some(event.pod),
                 ..Default::default()
             });
-            if event.event_type == "Warning" {
-                s.core
-                    .recorder
-                    .warning(&regarding, related, event.reason, "Delete", event.message);
-            } else {
-                s.core
-                    .recorder
-                    .normal(&regarding, related, event.reason, "Delete", event.message);
-            }
+            s.core.recorder.record(
+                event.event_type,
+                &regarding,
+                related,
+                event.reason,
+                "Delete",
+                event.message,
+            );
         }
         let acted = !plan.nodes_needing_pods.is_empty() || !plan.pods_to_delete.is_empty();
         if acted {

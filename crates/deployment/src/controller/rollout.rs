@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
-use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::events::{EventType, object_reference};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -96,21 +96,13 @@ impl<'a> Rollout<'a> {
         name(&self.d.metadata).to_string()
     }
 
-    fn event(&self, warning: bool, reason: &str, note: String) {
+    fn event(&self, type_: EventType, reason: &str, note: String) {
         let regarding = object_reference(&self.d, &self.c.inner.core.resource);
-        if warning {
-            self.c
-                .inner
-                .core
-                .recorder
-                .warning(&regarding, None, reason, reason, note);
-        } else {
-            self.c
-                .inner
-                .core
-                .recorder
-                .normal(&regarding, None, reason, reason, note);
-        }
+        self.c
+            .inner
+            .core
+            .recorder
+            .record(type_, &regarding, None, reason, reason, note);
     }
 
     // ---- new and old ReplicaSets ----
@@ -207,7 +199,7 @@ impl<'a> Rollout<'a> {
                 let message = error_message(&e);
                 let mut failed = self.d.clone();
                 let note = record_create_failure(&mut failed, &rs_name, &message, Timestamp::now());
-                self.event(true, "ReplicaSetCreateError", note);
+                self.event(EventType::Warning, "ReplicaSetCreateError", note);
                 // The create error matters more than a failed status write.
                 let _ = self.write_deployment(failed).await;
                 return Err(SyncError::api(format!("creating ReplicaSet {rs_name}"), e));
@@ -226,7 +218,7 @@ impl<'a> Rollout<'a> {
             ));
             if replicas > 0 {
                 self.event(
-                    false,
+                    EventType::Normal,
                     SCALING_REPLICA_SET_REASON,
                     messages::scaled_up_new_replica_set(&rs_name, replicas),
                 );
@@ -296,7 +288,7 @@ impl<'a> Rollout<'a> {
             self.replace_rs(updated).await?;
             if let Some(message) = scaling_event_message(&step.name, from, step.to) {
                 decisions::plan(&message);
-                self.event(false, SCALING_REPLICA_SET_REASON, message);
+                self.event(EventType::Normal, SCALING_REPLICA_SET_REASON, message);
                 scaled = true;
             }
         }
@@ -642,7 +634,7 @@ impl<'a> Rollout<'a> {
             target = last_revision(&all);
             if target == 0 {
                 self.event(
-                    true,
+                    EventType::Warning,
                     "DeploymentRollbackRevisionNotFound",
                     "Unable to find last revision.".into(),
                 );
@@ -655,7 +647,7 @@ impl<'a> Rollout<'a> {
             .map(|rs| (*rs).clone());
         let Some(rs) = found else {
             self.event(
-                true,
+                EventType::Warning,
                 "DeploymentRollbackRevisionNotFound",
                 "Unable to find the revision to rollback to.".into(),
             );
@@ -665,7 +657,7 @@ impl<'a> Rollout<'a> {
         let mut d = self.d.clone();
         if equal_ignore_hash(&d.spec.template, &template) {
             self.event(
-                true,
+                EventType::Warning,
                 "DeploymentRollbackTemplateUnchanged",
                 messages::rollback_template_unchanged(&self.d_name()),
             );
@@ -677,7 +669,7 @@ impl<'a> Rollout<'a> {
                 name(&rs.metadata)
             ));
             self.event(
-                false,
+                EventType::Normal,
                 "DeploymentRollback",
                 messages::rolled_back(&self.d_name(), target),
             );
