@@ -127,7 +127,7 @@ impl FailedPodBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::tests::new_ds;
+    use crate::test_fixtures::new_ds;
     use k8s_openapi::api::apps::v1::DaemonSetStatus;
 
     #[test]

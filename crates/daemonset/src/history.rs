@@ -306,7 +306,7 @@ pub(crate) fn revisions_to_clean_up<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::tests::new_ds;
+    use crate::test_fixtures::new_ds;
     use k8s_openapi::api::core::v1::{
         Container, ContainerPort, HTTPGetAction, PodSpec, PodTemplateSpec, Probe,
         ResourceRequirements,

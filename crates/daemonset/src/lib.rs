@@ -4,7 +4,7 @@
 //!
 //! Where to start reading: `controller/sync.rs` (`sync_daemon_set`, upstream's `syncDaemonSet`; the
 //! runtime's `ControllerCore` runs it and handles "stale cache" and "gone" first) reads a snapshot of
-//! the caches (`controller/snapshot.rs`), settles the revisions (`controller/history.rs`), then `manage`s
+//! the caches (`controller/snapshot.rs`), settles the revisions (`controller/revision_writes.rs`), then `manage`s
 //! the pods per node and, for a RollingUpdate, `update_daemon_set`s them; each step asks a pure module
 //! below what to do.
 //!
@@ -40,6 +40,8 @@ mod history;
 mod manage;
 mod placement;
 mod status;
+#[cfg(test)]
+mod test_fixtures;
 mod update;
 
 use mini_kcm_runtime::kinds::DaemonSetObject;

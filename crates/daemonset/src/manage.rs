@@ -357,8 +357,8 @@ mod tests {
     use super::*;
     use crate::affinity::replace_daemon_set_pod_node_name_node_affinity;
     use crate::backoff::FAILED_POD_BACKOFF_INITIAL;
-    use crate::placement::tests::{new_ds, new_node, taint, tainted};
-    use crate::update::tests::{pod_with, surge_strategy, ts, unavailable_strategy};
+    use crate::test_fixtures::{new_ds, new_node, taint, tainted};
+    use crate::test_fixtures::{pod_with, surge_strategy, ts, unavailable_strategy};
     use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
     use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -532,98 +532,12 @@ fn same_toleration_identity(a: &Toleration, b: &Toleration) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::DaemonSetSpec;
-    use k8s_openapi::api::core::v1::{
-        Affinity, Container, NodeAffinity, NodeSelectorTerm, NodeSpec,
+    use crate::test_fixtures::{
+        labels, new_ds, new_node, simple_ds_labels, taint, tainted, toleration,
     };
-    use kube::api::ObjectMeta;
-
-    pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    pub(crate) fn simple_ds_labels() -> BTreeMap<String, String> {
-        labels(&[("name", "simple-daemon"), ("type", "production")])
-    }
-
-    pub(crate) fn new_node(name: &str, node_labels: Option<BTreeMap<String, String>>) -> Node {
-        Node {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: node_labels,
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    pub(crate) fn tainted(mut node: Node, taints: Vec<Taint>) -> Node {
-        node.spec.get_or_insert_with(NodeSpec::default).taints = Some(taints);
-        node
-    }
-
-    pub(crate) fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-        Taint {
-            key: key.into(),
-            value: value.map(Into::into),
-            effect: effect.into(),
-            time_added: None,
-        }
-    }
-
-    pub(crate) fn toleration(
-        key: Option<&str>,
-        operator: Option<&str>,
-        value: Option<&str>,
-        effect: Option<&str>,
-    ) -> Toleration {
-        Toleration {
-            key: key.map(Into::into),
-            operator: operator.map(Into::into),
-            value: value.map(Into::into),
-            effect: effect.map(Into::into),
-            toleration_seconds: None,
-        }
-    }
-
-    /// Upstream test helper `newDaemonSet`: OnDelete, selector and template labels `simpleDaemonSetLabel`.
-    pub(crate) fn new_ds(name: &str) -> DaemonSetObject {
-        let mut ds = DaemonSetObject::new(
-            name,
-            &mini_kcm_runtime::kinds::WorkloadKind::DaemonSet
-                .api_resource(mini_kcm_runtime::kinds::ApiFamily::Apps),
-            DaemonSetSpec {
-                selector: LabelSelector {
-                    match_labels: Some(simple_ds_labels()),
-                    match_expressions: None,
-                },
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(simple_ds_labels()),
-                        ..Default::default()
-                    }),
-                    spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "c".into(),
-                            image: Some("foo/bar".into()),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }),
-                },
-                revision_history_limit: Some(2),
-                ..Default::default()
-            },
-        );
-        ds.metadata.namespace = Some("default".into());
-        ds.metadata.uid = Some(format!("uid-{name}"));
-        ds
-    }
+    use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelectorTerm, NodeSpec};
 
     fn spec_mut(ds: &mut DaemonSetObject) -> &mut PodSpec {
         ds.spec.template.spec.get_or_insert_with(PodSpec::default)

@@ -149,8 +149,8 @@ pub(crate) fn status_to_store(
 mod tests {
     use super::*;
     use crate::manage::group_pods_by_node;
-    use crate::placement::tests::{new_ds, new_node, taint, tainted};
-    use crate::update::tests::{pod_with, ts};
+    use crate::test_fixtures::{new_ds, new_node, taint, tainted};
+    use crate::test_fixtures::{pod_with, ts};
     use crate::{TEMPLATE_GENERATION_ANNOTATION, TEMPLATE_GENERATION_LABEL};
     use k8s_openapi::api::apps::v1::DaemonSetCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -438,72 +438,15 @@ pub(crate) fn plan_rolling_update<'a, N: Borrow<Node>>(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::placement::tests::{new_ds, new_node, simple_ds_labels, taint, tainted};
+    use crate::test_fixtures::{
+        new_ds, new_node, pod_with, surge_strategy, taint, tainted, ts, unavailable_strategy,
+    };
     use k8s_openapi::api::apps::v1::{DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
-    use k8s_openapi::api::core::v1::PodCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kube::api::ObjectMeta;
-    use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
-
-    pub(crate) fn ts(secs: i64) -> Timestamp {
-        Timestamp::from_second(secs).unwrap()
-    }
-
-    pub(crate) fn pod_with(
-        name: &str,
-        node: &str,
-        hash: Option<&str>,
-        ready: Option<(bool, i64)>,
-    ) -> CachedPod {
-        let mut labels = simple_ds_labels();
-        if let Some(hash) = hash {
-            labels.insert(REVISION_HASH_LABEL.into(), hash.into());
-        }
-        CachedPod {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                labels: Some(labels),
-                ..Default::default()
-            },
-            spec: Some(CachedPodSpec {
-                node_name: (!node.is_empty()).then(|| node.into()),
-                ..Default::default()
-            }),
-            status: ready.map(|(ready, since)| CachedPodStatus {
-                conditions: Some(vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: if ready { "True" } else { "False" }.into(),
-                    last_transition_time: Some(Time(ts(since))),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-        }
-    }
-
-    pub(crate) fn surge_strategy(value: IntOrString) -> Option<DaemonSetUpdateStrategy> {
-        Some(DaemonSetUpdateStrategy {
-            type_: Some(ROLLING_UPDATE.into()),
-            rolling_update: Some(RollingUpdateDaemonSet {
-                max_unavailable: Some(IntOrString::Int(0)),
-                max_surge: Some(value),
-            }),
-        })
-    }
-
-    pub(crate) fn unavailable_strategy(value: IntOrString) -> Option<DaemonSetUpdateStrategy> {
-        Some(DaemonSetUpdateStrategy {
-            type_: Some(ROLLING_UPDATE.into()),
-            rolling_update: Some(RollingUpdateDaemonSet {
-                max_unavailable: Some(value),
-                max_surge: None,
-            }),
-        })
-    }
 
     fn pod_labels(pairs: &[(&str, &str)]) -> CachedPod {
         CachedPod {

@@ -137,64 +137,37 @@ fn daemon_set_settings(options: &ManagerOptions, controller: &mut ControllerOpti
     controller.workers = options.concurrent_daemonset_syncs;
 }
 
-/// Runs the selected controllers against the cluster of `config` until `shutdown` completes.
+/// Runs the selected controllers against the cluster of `config` until `shutdown` completes: the
+/// clients, the CRD check, the endpoints, the controllers on the shared informers, the caches' first
+/// sync, then (with leader election) the wait for the lease, the workers, and the orderly stop.
 pub async fn run(
     config: kube::Config,
     options: ManagerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
-    let limit = ClientRateLimit {
-        qps: options.kube_api_qps,
-        burst: options.kube_api_burst,
-    };
     let registry = prometheus::Registry::new();
-    let rest_metrics = RestClientMetrics::register(&registry)?;
     version::register_process_and_build_info(&registry)?;
-    // With leader election, the controllers' writes pass only while the lease is held.
-    let fence = options.leader_election.as_ref().map(|_| WriteFence::new());
-    // Each client has a budget of its own, as each of kube-controller-manager's clients has.
-    let client_options = |name: &str, fence: Option<WriteFence>| ControllerClientOptions {
-        name: name.to_string(),
-        identity: options.identity.clone(),
-        budget: RequestBudget::new(limit),
-        metrics: Some(rest_metrics.clone()),
-        fence,
-    };
-    let client_for = |name: &str| {
-        let settings = client_options(name, fence.clone());
-        controller_client(config.clone(), &settings)
-            .map(|client| (client, settings.budget))
-            .map_err(ManagerError::Client)
-    };
-    let informer_client =
-        controller_client(config.clone(), &client_options("shared-informers", None))
-            .map_err(ManagerError::Client)?;
-    let families = options.kinds.families();
-    if families.contains(&ApiFamily::Copies) {
+    let clients = Clients::new(config, &options, &registry)?;
+    let informer_client = clients.unfenced("shared-informers")?;
+    if options.kinds.families().contains(&ApiFamily::Copies) {
         check_crds(&informer_client, &options).await?;
     }
-
-    let mut elector = match (&options.leader_election, &fence) {
+    let mut elector = match (&options.leader_election, &clients.fence) {
         (Some(election), Some(fence)) => {
-            let client =
-                controller_client(config.clone(), &client_options("leader-election", None))
-                    .map_err(ManagerError::Client)?;
-            let store = ApiLeaseStore::new(client, election);
-            Some(LeaderElector::new(election.clone(), store, fence.clone())?)
+            let store = ApiLeaseStore::new(clients.unfenced("leader-election")?, election);
+            let elector = LeaderElector::new(election.clone(), store, fence.clone())?;
+            leader_metric(&registry, &election.lease_name, elector.subscribe())?;
+            Some(elector)
         }
         _ => None,
     };
-    let queue_metrics = WorkQueueMetrics::new(&registry)?;
-    let ready = Arc::new(AtomicBool::new(false));
     let decisions = if options.decision_log {
         DecisionLog::new(DecisionLimits::default())
     } else {
         DecisionLog::disabled()
     };
     let live_view = LiveView::new(decisions.clone());
-    if let (Some(elector), Some(election)) = (&elector, &options.leader_election) {
-        leader_metric(&registry, &election.lease_name, elector.subscribe())?;
-    }
+    let ready = Arc::new(AtomicBool::new(false));
     let health = http::Health {
         registry: registry.clone(),
         caches_synced: ready.clone(),
@@ -204,46 +177,11 @@ pub async fn run(
             .map(|(e, c)| (e.subscribe(), c.lease_duration)),
         live_view: live_view.clone(),
     };
-    if let Some(addr) = options.metrics_addr {
-        let listener = bind(addr).await?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers (plain HTTP, open)");
-        tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
-    }
-    if let Some(secure) = &options.secure_serving {
-        let tls = serving_cert::acceptor(&secure.cert)?;
-        let auth_client =
-            controller_client(config.clone(), &client_options("delegated-auth", None))
-                .map_err(ManagerError::Client)?;
-        let auth = delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone());
-        let listener = bind(secure.addr).await?;
-        tracing::info!(addr = %secure.addr, "serving the endpoints over HTTPS, authorized through the API server");
-        let exposure = http::Exposure::Secure {
-            tls,
-            auth: Arc::new(auth),
-        };
-        tokio::spawn(http::serve(listener, health, exposure));
-    }
+    serve_endpoints(&options, &clients, health).await?;
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
         .with_min_resync_period(options.min_resync_period);
-    let mut controllers: Vec<Arc<dyn Controller>> = Vec::new();
-    for descriptor in CONTROLLERS.iter().filter(|d| options.enabled(d.name)) {
-        let metrics = ControllerMetrics::new(
-            &registry,
-            descriptor.metrics_subsystem,
-            Some(queue_metrics.clone()),
-        )?;
-        let (client, budget) = client_for(descriptor.client)?;
-        for family in &families {
-            let mut settings = ControllerOptions::new(*family, 1);
-            settings.decisions = decisions.clone();
-            settings.budget = budget.clone();
-            (descriptor.settings)(&options, &mut settings);
-            let controller =
-                (descriptor.build)(&informers, client.clone(), settings, metrics.clone());
-            controllers.push(controller);
-        }
-    }
+    let controllers = build_controllers(&options, &clients, &informers, &registry, &decisions)?;
     tracing::info!(
         kinds = ?options.kinds,
         namespace = options.namespace.as_deref().unwrap_or("<all>"),
@@ -321,7 +259,120 @@ pub async fn run(
     finish_election(&mut election).await
 }
 
-/// Waits for the elector's task; a lost lease is the manager's error.
+/// The manager's API clients: each with a budget of its own, as each of kube-controller-manager's
+/// clients has, and the controllers' behind the leader's write fence.
+struct Clients {
+    config: kube::Config,
+    identity: String,
+    limit: ClientRateLimit,
+    metrics: RestClientMetrics,
+    /// With leader election, the controllers' writes pass only while the lease is held.
+    fence: Option<WriteFence>,
+}
+
+impl Clients {
+    fn new(
+        config: kube::Config,
+        options: &ManagerOptions,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, ManagerError> {
+        Ok(Clients {
+            config,
+            identity: options.identity.clone(),
+            limit: ClientRateLimit {
+                qps: options.kube_api_qps,
+                burst: options.kube_api_burst,
+            },
+            metrics: RestClientMetrics::register(registry)?,
+            fence: options.leader_election.as_ref().map(|_| WriteFence::new()),
+        })
+    }
+
+    fn build(
+        &self,
+        name: &str,
+        fence: Option<WriteFence>,
+    ) -> Result<(kube::Client, RequestBudget), ManagerError> {
+        let settings = ControllerClientOptions {
+            name: name.to_string(),
+            identity: self.identity.clone(),
+            budget: RequestBudget::new(self.limit),
+            metrics: Some(self.metrics.clone()),
+            fence,
+        };
+        controller_client(self.config.clone(), &settings)
+            .map(|client| (client, settings.budget))
+            .map_err(ManagerError::Client)
+    }
+
+    /// A controller's client (behind the fence), and the budget it draws from.
+    fn fenced(&self, name: &str) -> Result<(kube::Client, RequestBudget), ManagerError> {
+        self.build(name, self.fence.clone())
+    }
+
+    /// A client that reads or asks, never writes as a controller (informers, the lease, reviews).
+    fn unfenced(&self, name: &str) -> Result<kube::Client, ManagerError> {
+        self.build(name, None).map(|(client, _)| client)
+    }
+}
+
+/// Starts the endpoints: the plain listener (`--metrics-addr`) and the secure port.
+async fn serve_endpoints(
+    options: &ManagerOptions,
+    clients: &Clients,
+    health: http::Health,
+) -> Result<(), ManagerError> {
+    if let Some(addr) = options.metrics_addr {
+        let listener = bind(addr).await?;
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers (plain HTTP, open)");
+        tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
+    }
+    if let Some(secure) = &options.secure_serving {
+        let tls = serving_cert::acceptor(&secure.cert)?;
+        let auth_client = clients.unfenced("delegated-auth")?;
+        let auth = delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone());
+        let listener = bind(secure.addr).await?;
+        tracing::info!(addr = %secure.addr, "serving the endpoints over HTTPS, authorized through the API server");
+        let exposure = http::Exposure::Secure {
+            tls,
+            auth: Arc::new(auth),
+        };
+        tokio::spawn(http::serve(listener, health, exposure));
+    }
+    Ok(())
+}
+
+/// One instance of each enabled controller per API family, from [`CONTROLLERS`], on the shared
+/// informers; the instances of one controller share its client and metrics.
+fn build_controllers(
+    options: &ManagerOptions,
+    clients: &Clients,
+    informers: &SharedInformers,
+    registry: &prometheus::Registry,
+    decisions: &DecisionLog,
+) -> Result<Vec<Arc<dyn Controller>>, ManagerError> {
+    let queue_metrics = WorkQueueMetrics::new(registry)?;
+    let mut controllers: Vec<Arc<dyn Controller>> = Vec::new();
+    for descriptor in CONTROLLERS.iter().filter(|d| options.enabled(d.name)) {
+        let metrics = ControllerMetrics::new(
+            registry,
+            descriptor.metrics_subsystem,
+            Some(queue_metrics.clone()),
+        )?;
+        let (client, budget) = clients.fenced(descriptor.client)?;
+        for family in options.kinds.families() {
+            let mut settings = ControllerOptions::new(family, 1);
+            settings.decisions = decisions.clone();
+            settings.budget = budget.clone();
+            (descriptor.settings)(options, &mut settings);
+            let controller =
+                (descriptor.build)(informers, client.clone(), settings, metrics.clone());
+            controllers.push(controller);
+        }
+    }
+    Ok(controllers)
+}
+
 async fn finish_election(
     election: &mut tokio::task::JoinSet<Result<(), LeaderElectionError>>,
 ) -> Result<(), ManagerError> {

@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 
 use crate::api_errors::is_not_found;
 use crate::client::RequestBudget;
+use crate::counter::{Counter, CounterSpec};
 use crate::event_correlation::{Correlated, EventCorrelator, EventIdentity, SeriesId};
 
 /// client-go's `maxQueuedEvents`.
@@ -42,34 +43,10 @@ const REMEMBERED_SERIES: usize = 4096;
 pub(crate) const EVENT_PATIENCE: Duration = Duration::from_secs(1);
 
 /// `<subsystem>_events_dropped_total`: event writes dropped because the publisher's queue was full.
-#[derive(Clone)]
-pub struct EventDrops(prometheus::IntCounter);
-
-impl EventDrops {
-    /// Registers the counter under `subsystem` (e.g. `replicaset_controller`).
-    pub(crate) fn register(
-        registry: &prometheus::Registry,
-        subsystem: &str,
-    ) -> Result<Self, prometheus::Error> {
-        crate::counter::register_counter(
-            registry,
-            subsystem,
-            "events_dropped_total",
-            "Number of event writes dropped because the event queue was full.",
-        )
-        .map(EventDrops)
-    }
-
-    /// A counter registered nowhere (unit tests).
-    pub(crate) fn unregistered() -> Self {
-        EventDrops(crate::counter::unregistered_counter())
-    }
-
-    /// Drops counted so far.
-    pub(crate) fn get(&self) -> u64 {
-        self.0.get()
-    }
-}
+pub(crate) const EVENTS_DROPPED: CounterSpec = CounterSpec {
+    name: "events_dropped_total",
+    help: "Number of event writes dropped because the event queue was full.",
+};
 
 /// One write for the publisher.
 struct EventWrite {
@@ -110,25 +87,20 @@ pub struct EventRecorder {
     component: Arc<str>,
     correlator: Arc<Mutex<EventCorrelator>>,
     tx: mpsc::Sender<EventWrite>,
-    dropped: EventDrops,
+    dropped: Counter,
 }
 
 impl EventRecorder {
     /// Starts the publishing task, which writes through `client` once `budget` (the client's) has
     /// tokens to spare. Must be called inside a tokio runtime. Drops (queue full) are counted in
     /// `dropped`.
-    pub fn new(
-        client: Client,
-        budget: RequestBudget,
-        controller: &str,
-        dropped: EventDrops,
-    ) -> Self {
+    pub fn new(client: Client, budget: RequestBudget, controller: &str, dropped: Counter) -> Self {
         let (tx, rx) = mpsc::channel::<EventWrite>(QUEUE_LENGTH);
         tokio::spawn(publish(client, budget, controller.to_string(), rx));
         Self::with_sender(controller, tx, dropped)
     }
 
-    fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>, dropped: EventDrops) -> Self {
+    fn with_sender(controller: &str, tx: mpsc::Sender<EventWrite>, dropped: Counter) -> Self {
         EventRecorder {
             component: controller.into(),
             correlator: Arc::new(Mutex::new(EventCorrelator::new())),
@@ -216,7 +188,7 @@ impl EventRecorder {
             related,
         };
         if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(write) {
-            self.dropped.0.inc();
+            self.dropped.inc();
             tracing::warn!(
                 reason,
                 dropped = self.dropped.get(),
@@ -426,7 +398,7 @@ mod tests {
             client.clone(),
             budget,
             "replicaset-controller",
-            EventDrops::unregistered(),
+            Counter::unregistered(),
         );
         let start = tokio::time::Instant::now();
         // With the bucket full, an event goes at once.

@@ -1,8 +1,10 @@
 //! The shared machinery of mini-kcm's controllers, written once and used by the ReplicaSet, Deployment and
 //! DaemonSet controllers.
 //!
-//! Where to start reading: [`controller`] (the skeleton: the queue key, owner lookup and the `Controller`
-//! trait the manager runs), then [`worker`] (the loop that takes keys from the queue and calls a sync),
+//! Where to start reading: [`controller`] (the core every controller is built on — `ControllerCore` and
+//! the `Reconcile` trait: the shared fields, the prologue of each sync, the queue key, owner lookup and
+//! the `Controller` trait the manager runs), then [`worker`] (the loop that takes keys from the queue,
+//! calls a sync and decides what becomes of the key),
 //! [`informers`] (the caches a sync reads), [`expectations`] (why a sync waits for its own writes to show)
 //! and [`ownership`] (claiming children). The rest are the parts a sync calls: [`pods`] (ranking, creation
 //! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),

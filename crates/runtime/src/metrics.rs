@@ -5,21 +5,22 @@ use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
 
 use crate::consistency::StaleSyncSkips;
-use crate::counter::{register_counter, unregistered_counter};
-use crate::events::EventDrops;
-use crate::status_writes::{DEFERRED_COUNTER_HELP, DEFERRED_COUNTER_NAME};
-use crate::worker::SyncPanics;
+use crate::events::EVENTS_DROPPED;
+use crate::status_writes::STATUS_WRITES_DEFERRED;
+use crate::worker::SYNC_PANICS;
+
+pub use crate::counter::Counter;
 
 #[derive(Clone)]
 pub struct ControllerMetrics {
     /// Upstream's `<subsystem>_stale_sync_skips_total`.
     pub stale_sync_skips: StaleSyncSkips,
     /// `<subsystem>_sync_panics_total` (see `crate::worker`).
-    pub sync_panics: SyncPanics,
+    pub sync_panics: Counter,
     /// `<subsystem>_events_dropped_total` (see `crate::events`).
-    pub events_dropped: EventDrops,
+    pub events_dropped: Counter,
     /// `<subsystem>_status_writes_deferred_total` (see `crate::status_writes`).
-    pub status_writes_deferred: prometheus::IntCounter,
+    pub status_writes_deferred: Counter,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
 }
@@ -33,13 +34,12 @@ impl ControllerMetrics {
     ) -> Result<Self, prometheus::Error> {
         Ok(ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::register(registry, subsystem)?,
-            sync_panics: SyncPanics::register(registry, subsystem)?,
-            events_dropped: EventDrops::register(registry, subsystem)?,
-            status_writes_deferred: register_counter(
+            sync_panics: Counter::register(registry, subsystem, &SYNC_PANICS)?,
+            events_dropped: Counter::register(registry, subsystem, &EVENTS_DROPPED)?,
+            status_writes_deferred: Counter::register(
                 registry,
                 subsystem,
-                DEFERRED_COUNTER_NAME,
-                DEFERRED_COUNTER_HELP,
+                &STATUS_WRITES_DEFERRED,
             )?,
             queue,
         })
@@ -49,9 +49,9 @@ impl ControllerMetrics {
     pub fn unregistered() -> Self {
         ControllerMetrics {
             stale_sync_skips: StaleSyncSkips::unregistered(),
-            sync_panics: SyncPanics::unregistered(),
-            events_dropped: EventDrops::unregistered(),
-            status_writes_deferred: unregistered_counter(),
+            sync_panics: Counter::unregistered(),
+            events_dropped: Counter::unregistered(),
+            status_writes_deferred: Counter::unregistered(),
             queue: None,
         }
     }

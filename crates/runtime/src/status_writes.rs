@@ -23,10 +23,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use mini_kcm_workqueue::WorkQueue;
 
 use crate::controller::key::ObjectKey;
+use crate::counter::{Counter, CounterSpec};
 
 /// The counter of deferrals: `<subsystem>_status_writes_deferred_total` (`ControllerMetrics`).
-pub(crate) const DEFERRED_COUNTER_NAME: &str = "status_writes_deferred_total";
-pub(crate) const DEFERRED_COUNTER_HELP: &str = "Number of changed statuses not written because an event had already queued the object's next sync, which writes a newer one.";
+pub(crate) const STATUS_WRITES_DEFERRED: CounterSpec = CounterSpec {
+    name: "status_writes_deferred_total",
+    help: "Number of changed statuses not written because an event had already queued the object's next sync, which writes a newer one.",
+};
 
 /// Decides, per object, whether a changed status is written now or left to the pending sync. Clones
 /// share their state.
@@ -36,13 +39,13 @@ pub struct StatusWrites {
     /// Objects whose last due status write was deferred: their next one is written whatever happens.
     deferred: Arc<Mutex<HashSet<ObjectKey>>>,
     /// `ControllerMetrics::status_writes_deferred`.
-    counter: prometheus::IntCounter,
+    counter: Counter,
 }
 
 impl StatusWrites {
     /// Decisions for the objects of `queue` (the controller's own queue: pending means "synced again
     /// next"), each deferral counted in `counter`.
-    pub fn new(queue: WorkQueue<ObjectKey>, counter: prometheus::IntCounter) -> Self {
+    pub fn new(queue: WorkQueue<ObjectKey>, counter: Counter) -> Self {
         StatusWrites {
             queue,
             deferred: Arc::default(),
@@ -93,7 +96,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_is_deferred_only_when_the_key_is_pending_and_never_twice_in_a_row() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let counter = crate::counter::unregistered_counter();
+        let counter = Counter::unregistered();
         let writes = StatusWrites::new(queue.clone(), counter.clone());
         let a = key("a");
 
@@ -135,7 +138,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn objects_are_decided_independently() {
         let queue = WorkQueue::new("test", default_controller_rate_limiter(), None);
-        let writes = StatusWrites::new(queue.clone(), crate::counter::unregistered_counter());
+        let writes = StatusWrites::new(queue.clone(), Counter::unregistered());
         queue.add(key("a"));
         queue.add(key("b"));
         assert!(writes.defer(&key("a")));

@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use crate::controller::Requeue;
 use crate::controller::key::ObjectKey;
+use crate::counter::{Counter, CounterSpec};
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::inspect::SyncStats;
 
@@ -46,34 +47,10 @@ pub trait SyncFailure: Display {
 }
 
 /// `<subsystem>_sync_panics_total`: syncs that panicked (each one was caught and its key requeued).
-#[derive(Clone)]
-pub struct SyncPanics(prometheus::IntCounter);
-
-impl SyncPanics {
-    /// Registers the counter under `subsystem` (e.g. `deployment_controller`).
-    pub(crate) fn register(
-        registry: &prometheus::Registry,
-        subsystem: &str,
-    ) -> Result<Self, prometheus::Error> {
-        crate::counter::register_counter(
-            registry,
-            subsystem,
-            "sync_panics_total",
-            "Number of syncs that panicked; each key was requeued with rate-limited backoff.",
-        )
-        .map(SyncPanics)
-    }
-
-    /// A counter registered nowhere (unit tests).
-    pub(crate) fn unregistered() -> Self {
-        SyncPanics(crate::counter::unregistered_counter())
-    }
-
-    #[cfg(test)]
-    pub(crate) fn get(&self) -> u64 {
-        self.0.get()
-    }
-}
+pub(crate) const SYNC_PANICS: CounterSpec = CounterSpec {
+    name: "sync_panics_total",
+    help: "Number of syncs that panicked; each key was requeued with rate-limited backoff.",
+};
 
 /// How one sync ended.
 enum Outcome<E> {
@@ -101,7 +78,7 @@ pub struct Workers {
     /// Deployment controller's rule; the informers' periodic resync brings it back); otherwise failures
     /// are retried forever with backoff (ReplicaSet, DaemonSet).
     pub max_retries: Option<usize>,
-    pub panics: SyncPanics,
+    pub panics: Counter,
     /// Sync counts for the live view.
     pub stats: SyncStats,
     /// Where each sync's decision is filed (see `crate::decisions`).
@@ -180,7 +157,7 @@ fn handle_outcome<E: SyncFailure>(
     key: &ObjectKey,
     outcome: Outcome<E>,
     max_retries: Option<usize>,
-    panics: &SyncPanics,
+    panics: &Counter,
 ) -> Option<Failure> {
     let retries = queue.num_requeues(key);
     let mut routine = false;
@@ -213,7 +190,7 @@ fn handle_outcome<E: SyncFailure>(
             e.to_string()
         }
         Outcome::Panicked(panic) => {
-            panics.0.inc();
+            panics.inc();
             tracing::error!(
                 panic = %panic.message,
                 location = panic.location.as_deref().unwrap_or("unknown"),
@@ -306,7 +283,7 @@ mod tests {
         ObjectKey::new("ns", name)
     }
 
-    fn workers(queue: &WorkQueue<ObjectKey>, panics: &SyncPanics, log: &DecisionLog) -> Workers {
+    fn workers(queue: &WorkQueue<ObjectKey>, panics: &Counter, log: &DecisionLog) -> Workers {
         Workers {
             by: DecidedBy {
                 controller: "test",
@@ -339,7 +316,7 @@ mod tests {
         let log = DecisionLog::new(Default::default());
         let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let synced: Arc<Mutex<Vec<String>>> = Arc::default();
-        let panics = SyncPanics::unregistered();
+        let panics = Counter::unregistered();
         let sync = {
             let calls = calls.clone();
             let synced = synced.clone();
@@ -421,7 +398,7 @@ mod tests {
     async fn a_failure_that_forgets_the_key_is_not_retried() {
         let queue: WorkQueue<ObjectKey> =
             WorkQueue::new("forget", default_controller_rate_limiter(), None);
-        let panics = SyncPanics::unregistered();
+        let panics = Counter::unregistered();
         queue.add(key("web"));
         let key = queue.get().await.unwrap();
         handle_outcome(
@@ -442,7 +419,7 @@ mod tests {
     async fn a_success_forgets_failures_and_honours_the_requeue_it_asked_for() {
         let queue: WorkQueue<ObjectKey> =
             WorkQueue::new("requeue", default_controller_rate_limiter(), None);
-        let panics = SyncPanics::unregistered();
+        let panics = Counter::unregistered();
         queue.add(key("web"));
         let web = queue.get().await.unwrap();
         // A failure first: the key comes back with backoff and counts one retry.

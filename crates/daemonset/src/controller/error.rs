@@ -10,12 +10,8 @@ use crate::update::UpdateError;
 /// Why a sync failed; the key is requeued with backoff (forever, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error("claiming {what}: {source}")]
-    Claim {
-        what: &'static str,
-        #[source]
-        source: ClaimError,
-    },
+    #[error("claiming pods: {0}")]
+    ClaimPods(#[source] ClaimError),
     #[error("failed to construct revisions of DaemonSet: {0}")]
     History(#[from] HistoryFailure),
     #[error(transparent)]
@@ -35,9 +31,51 @@ impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 pub(crate) enum HistoryFailure {
     #[error(transparent)]
     Data(#[from] HistoryError),
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
+    #[error("creating ControllerRevision {name}: {source}")]
+    CreateRevision {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading ControllerRevision {name}: {source}")]
+    ReadRevision {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("labelling ControllerRevision {name}: {source}")]
+    LabelRevision {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("renumbering ControllerRevision {name}: {source}")]
+    RenumberRevision {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting ControllerRevision {name}: {source}")]
+    DeleteRevision {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading DaemonSet {name}: {source}")]
+    ReadDaemonSet {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("bumping the collisionCount of DaemonSet {name}: {source}")]
+    BumpCollisionCount {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("relabelling pod {name}: {source}")]
+    RelabelPod {
+        name: String,
         #[source]
         source: kube::Error,
     },

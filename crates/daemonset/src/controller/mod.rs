@@ -4,9 +4,9 @@
 //! - [`handlers`]: informer events (DaemonSets, pods, nodes, ControllerRevisions) → DaemonSet keys, and
 //!   expectation bookkeeping;
 //! - [`sync`]: `syncDaemonSet` — claim pods, construct the history, manage, roll, clean up, status;
-//! - [`history`]: the ControllerRevision writes (claim, create with exact bytes, dedup, renumber, clean up);
+//! - [`revision_writes`]: the ControllerRevision writes (claim, create with exact bytes, dedup, renumber, clean up);
 //! - [`pods`]: `syncNodes` — create pods pinned to their nodes in slow-start batches, delete pods;
-//! - [`status`]: the status write with one retry, and the `minReadySeconds` requeue;
+//! - [`status_write`]: the status write with one retry, and when Ready pods become available;
 //! - [`snapshot`]: what one sync read, shared by those steps; [`error`]: how a sync fails.
 //!
 //! One instance manages one API family (`apps/v1` or the `minikcm.dev` copies); both instances share the
@@ -15,10 +15,10 @@
 
 mod error;
 mod handlers;
-mod history;
 mod pods;
+mod revision_writes;
 mod snapshot;
-mod status;
+mod status_write;
 mod sync;
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,7 @@ use mini_kcm_runtime::selector::Selector;
 
 use super::DaemonSetController;
 use super::error::SyncError;
-use super::history::History;
+use super::revision_writes::History;
 use super::snapshot::Snapshot;
 use crate::manage::{ManageContext, group_pods_by_node, node_map, plan_manage};
 use crate::update::{plan_rolling_update, without_unmaintained_template_generation};
@@ -237,10 +237,7 @@ impl DaemonSetController {
             s.core.objects.recheck(ds_api, ds)
         })
         .await
-        .map_err(|source| SyncError::Claim {
-            what: "pods",
-            source,
-        })?;
+        .map_err(SyncError::ClaimPods)?;
         Ok(claimed.claimed)
     }
 }

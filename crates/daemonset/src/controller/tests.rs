@@ -17,8 +17,8 @@ use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 use super::{DEFAULT_WORKERS, DaemonSetController};
 use crate::DaemonSetObject;
 use crate::history::{build_revision, revision_data};
-use crate::placement::tests::{labels, new_ds, new_node};
-use crate::update::tests::pod_with;
+use crate::test_fixtures::pod_with;
+use crate::test_fixtures::{labels, new_ds, new_node};
 use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
 
 /// A key from upstream's `namespace/name` spelling.

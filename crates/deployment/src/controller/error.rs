@@ -9,12 +9,32 @@ use mini_kcm_runtime::ownership::ClaimError;
 pub(crate) enum SyncError {
     #[error("claiming ReplicaSets: {0}")]
     Claim(#[from] ClaimError),
-    #[error("{action}: {source}")]
-    Api {
-        action: String,
+    #[error("reading the existing new ReplicaSet: {0}")]
+    ReadNewReplicaSet(#[source] kube::Error),
+    #[error("creating ReplicaSet {name}: {source}")]
+    CreateReplicaSet {
+        name: String,
         #[source]
         source: kube::Error,
     },
+    #[error("updating ReplicaSet {name}: {source}")]
+    UpdateReplicaSet {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting ReplicaSet {name}: {source}")]
+    DeleteReplicaSet {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("updating the Deployment's annotations: {0}")]
+    UpdateAnnotations(#[source] kube::Error),
+    #[error("updating the Deployment's status: {0}")]
+    UpdateStatus(#[source] kube::Error),
+    #[error("updating the Deployment: {0}")]
+    UpdateDeployment(#[source] kube::Error),
     #[error(transparent)]
     Plan(#[from] crate::Error),
     #[error("unexpected deployment strategy type: {0}")]
@@ -28,20 +48,31 @@ pub(crate) enum SyncError {
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {
     /// A write conflict means our cache was behind; the retry reads fresher objects. Routine.
     fn is_routine(&self) -> bool {
-        matches!(self, SyncError::Api { source, .. } if is_conflict(source))
+        self.api_error().is_some_and(is_conflict)
     }
 
     /// As upstream's `handleErr`: a write refused because the namespace is being deleted ends the key.
     fn forgets_the_key(&self) -> bool {
-        matches!(self, SyncError::Api { source, .. } if is_namespace_terminating(source))
+        self.api_error().is_some_and(is_namespace_terminating)
     }
 }
 
 impl SyncError {
-    pub(crate) fn api(action: impl Into<String>, source: kube::Error) -> Self {
-        SyncError::Api {
-            action: action.into(),
-            source,
+    /// The API server's answer, for the failures of a request.
+    fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            SyncError::ReadNewReplicaSet(source)
+            | SyncError::UpdateAnnotations(source)
+            | SyncError::UpdateStatus(source)
+            | SyncError::UpdateDeployment(source)
+            | SyncError::CreateReplicaSet { source, .. }
+            | SyncError::UpdateReplicaSet { source, .. }
+            | SyncError::DeleteReplicaSet { source, .. } => Some(source),
+            SyncError::Claim(_)
+            | SyncError::Plan(_)
+            | SyncError::UnexpectedStrategy(_)
+            | SyncError::HashCollision { .. }
+            | SyncError::NoNewReplicaSet => None,
         }
     }
 }

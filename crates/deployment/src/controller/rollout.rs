@@ -178,7 +178,7 @@ impl<'a> Rollout<'a> {
                     .rs_api
                     .get(&rs_name)
                     .await
-                    .map_err(|e| SyncError::api("reading the existing new ReplicaSet", e))?;
+                    .map_err(SyncError::ReadNewReplicaSet)?;
                 if is_own_new_replica_set(&self.d, &found) {
                     (found, false)
                 } else {
@@ -202,7 +202,10 @@ impl<'a> Rollout<'a> {
                 self.event(EventType::Warning, "ReplicaSetCreateError", note);
                 // The create error matters more than a failed status write.
                 let _ = self.write_deployment(failed).await;
-                return Err(SyncError::api(format!("creating ReplicaSet {rs_name}"), e));
+                return Err(SyncError::CreateReplicaSet {
+                    name: rs_name,
+                    source: e,
+                });
             }
         };
         if created {
@@ -255,8 +258,10 @@ impl<'a> Rollout<'a> {
             .replace(&rs_name, &PostParams::default(), &rs)
             .await;
         record_write("update", format_args!("ReplicaSet {rs_name}"), &result);
-        let stored =
-            result.map_err(|e| SyncError::api(format!("updating ReplicaSet {rs_name}"), e))?;
+        let stored = result.map_err(|source| SyncError::UpdateReplicaSet {
+            name: rs_name.clone(),
+            source,
+        })?;
         self.c
             .inner
             .core
@@ -345,8 +350,7 @@ impl<'a> Rollout<'a> {
                 format_args!("Deployment {d_name} annotations"),
                 &result,
             );
-            self.d =
-                result.map_err(|e| SyncError::api("updating the Deployment's annotations", e))?;
+            self.d = result.map_err(SyncError::UpdateAnnotations)?;
             self.c
                 .inner
                 .core
@@ -373,7 +377,7 @@ impl<'a> Rollout<'a> {
             format_args!("Deployment {d_name} status"),
             &result,
         );
-        self.d = result.map_err(|e| SyncError::api("updating the Deployment's status", e))?;
+        self.d = result.map_err(SyncError::UpdateStatus)?;
         self.c
             .inner
             .core
@@ -692,7 +696,7 @@ impl<'a> Rollout<'a> {
             .replace(&d_name, &PostParams::default(), &d)
             .await;
         record_write("update", format_args!("Deployment {d_name}"), &result);
-        self.d = result.map_err(|e| SyncError::api("updating the Deployment", e))?;
+        self.d = result.map_err(SyncError::UpdateDeployment)?;
         self.c
             .inner
             .core
@@ -718,7 +722,12 @@ impl<'a> Rollout<'a> {
             match result {
                 Ok(_) => self.rss.retain(|r| name(&r.metadata) != rs_name),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(SyncError::api(format!("deleting ReplicaSet {rs_name}"), e)),
+                Err(source) => {
+                    return Err(SyncError::DeleteReplicaSet {
+                        name: rs_name,
+                        source,
+                    });
+                }
             }
         }
         Ok(())

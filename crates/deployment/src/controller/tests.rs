@@ -211,7 +211,7 @@ async fn selecting_everything_only_observes_the_generation() {
         .await
         .expect_err("a status write is attempted");
     assert!(
-        matches!(err, SyncKeyError::Failed(SyncError::Api { .. })),
+        matches!(err, SyncKeyError::Failed(SyncError::UpdateStatus(_))),
         "{err}"
     );
 }

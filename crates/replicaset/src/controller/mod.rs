@@ -4,10 +4,10 @@
 //!
 //! - [`handlers`]: informer events → ReplicaSet keys, and expectation bookkeeping;
 //! - [`sync`]: `syncReplicaSet` — claim pods, plan, create or delete, write the status;
-//! - [`status`]: the status write with one retry.
+//! - [`status_write`]: the status write with one retry.
 
 mod handlers;
-mod status;
+mod status_write;
 mod sync;
 
 pub(crate) use sync::SyncError;

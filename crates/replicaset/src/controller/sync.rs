@@ -34,7 +34,7 @@ use mini_kcm_runtime::slow_start::{
 };
 
 use super::ReplicaSetController;
-use super::status::update_status;
+use super::status_write::update_status;
 use crate::BURST_REPLICAS;
 use crate::plan::{ReplicaPlan, plan_replicas};
 use crate::status::{ManageFailure, calculate_status};

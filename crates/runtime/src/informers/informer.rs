@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::inspect::InformerView;
 
-use super::store::{IndexFn, ObjectKey, Store, key_of};
+use super::store::{CacheKey, IndexFn, Store, key_of};
 
 /// A change to one cached object, as handlers see it.
 #[derive(Debug)]
@@ -283,7 +283,7 @@ where
         S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     {
         let mut events = std::pin::pin!(events);
-        let mut relist: Option<HashMap<ObjectKey, Arc<K>>> = None;
+        let mut relist: Option<HashMap<CacheKey, Arc<K>>> = None;
         let period = self.inner.resync_period;
         // The resync clock starts when the first list is in; client-go's reflector also starts its
         // resync timer once it has listed.
@@ -379,10 +379,10 @@ where
     /// while the watch was down are `Deleted`, new ones `Added`, and every other listed object is
     /// `Updated`, even when its resourceVersion did not change (client-go's relist delivers `OnUpdate` for
     /// every listed object it already knew; handlers skip equal resourceVersions where upstream's do).
-    fn replace(&self, listed: HashMap<ObjectKey, Arc<K>>) -> Vec<Change<K>> {
+    fn replace(&self, listed: HashMap<CacheKey, Arc<K>>) -> Vec<Change<K>> {
         self.write(|store| {
             let mut changes = Vec::new();
-            let vanished: Vec<ObjectKey> = store
+            let vanished: Vec<CacheKey> = store
                 .keys()
                 .filter(|k| !listed.contains_key(*k))
                 .map(str::to_string)

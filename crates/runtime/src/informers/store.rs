@@ -6,11 +6,11 @@ use std::sync::Arc;
 use kube::Resource;
 
 /// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects (client-go's
-/// `MetaNamespaceKeyFunc`). Also the work-queue key of the controllers.
-pub(crate) type ObjectKey = String;
+/// `MetaNamespaceKeyFunc`). The controllers' queues use the typed `crate::controller::ObjectKey`.
+pub(crate) type CacheKey = String;
 
 /// The cache key of an object.
-pub(crate) fn key_of<K: Resource>(object: &K) -> ObjectKey {
+pub(crate) fn key_of<K: Resource>(object: &K) -> CacheKey {
     let meta = object.meta();
     let name = meta.name.as_deref().unwrap_or_default();
     match meta.namespace.as_deref() {
@@ -66,7 +66,7 @@ impl<K: Resource> Store<K> {
     }
 
     /// Inserts or replaces; returns the previous version.
-    pub(crate) fn upsert(&mut self, key: ObjectKey, object: Arc<K>) -> Option<Arc<K>> {
+    pub(crate) fn upsert(&mut self, key: CacheKey, object: Arc<K>) -> Option<Arc<K>> {
         // An object already cached keeps its shared key.
         let key: Arc<str> = match self.objects.get_key_value(key.as_str()) {
             Some((shared, _)) => shared.clone(),

@@ -40,11 +40,6 @@ pub(crate) struct History {
     pub(crate) old: Vec<Arc<ControllerRevision>>,
 }
 
-fn api_failure(action: impl Into<String>) -> impl FnOnce(kube::Error) -> HistoryFailure {
-    let action = action.into();
-    move |source| HistoryFailure::Api { action, source }
-}
-
 impl DaemonSetController {
     /// Claims the DaemonSet's revisions, labels unlabelled ones, and finds (deduplicating and renumbering)
     /// or creates the current one. Pods relabelled by the deduplication are replaced in `pods` by their
@@ -108,9 +103,10 @@ impl DaemonSetController {
             let renumbered = api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(api_failure(format!(
-                    "renumbering ControllerRevision {name}"
-                )))?;
+                .map_err(|source| HistoryFailure::RenumberRevision {
+                    name: name.clone(),
+                    source,
+                })?;
             self.record_revision_write(key, &renumbered);
             Arc::new(renumbered)
         } else {
@@ -145,7 +141,10 @@ impl DaemonSetController {
         let stored = api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(api_failure(format!("labelling ControllerRevision {name}")))?;
+            .map_err(|source| HistoryFailure::LabelRevision {
+                name: name.clone(),
+                source,
+            })?;
         self.record_revision_write(key, &stored);
         Ok(Arc::new(stored))
     }
@@ -170,8 +169,8 @@ impl DaemonSetController {
         let request =
             kube::core::Request::new(ControllerRevision::url_path(&(), Some(&owner.namespace)))
                 .create(&PostParams::default(), body)
-                .map_err(|e| HistoryFailure::Api {
-                    action: format!("creating ControllerRevision {name}"),
+                .map_err(|e| HistoryFailure::CreateRevision {
+                    name: name.clone(),
                     source: kube::Error::BuildRequest(e),
                 })?;
         match s.core.client.request::<ControllerRevision>(request).await {
@@ -183,18 +182,21 @@ impl DaemonSetController {
             Err(e) if is_already_exists(&e) => {
                 let api: Api<ControllerRevision> =
                     Api::namespaced(s.core.client.clone(), &owner.namespace);
-                let existing = api
-                    .get(&name)
-                    .await
-                    .map_err(api_failure(format!("reading ControllerRevision {name}")))?;
+                let existing =
+                    api.get(&name)
+                        .await
+                        .map_err(|source| HistoryFailure::ReadRevision {
+                            name: name.clone(),
+                            source,
+                        })?;
                 if revision_matches(data, &existing) {
                     // Ours from an earlier sync whose result the cache had not shown yet.
                     return Ok(existing);
                 }
                 self.bump_collision_count(ds, ds_api, &name).await
             }
-            Err(source) => Err(HistoryFailure::Api {
-                action: format!("creating ControllerRevision {name}"),
+            Err(source) => Err(HistoryFailure::CreateRevision {
+                name: name.clone(),
                 source,
             }
             .into()),
@@ -208,10 +210,14 @@ impl DaemonSetController {
         revision_name: &str,
     ) -> Result<ControllerRevision, SyncError> {
         let ds_name = ds.metadata.name.as_deref().unwrap_or_default();
-        let mut fresh = ds_api
-            .get(ds_name)
-            .await
-            .map_err(api_failure(format!("reading DaemonSet {ds_name}")))?;
+        let mut fresh =
+            ds_api
+                .get(ds_name)
+                .await
+                .map_err(|source| HistoryFailure::ReadDaemonSet {
+                    name: ds_name.to_string(),
+                    source,
+                })?;
         let cached = ds.status.as_ref().and_then(|s| s.collision_count);
         let status = fresh.status.get_or_insert_with(Default::default);
         if status.collision_count != cached {
@@ -227,9 +233,10 @@ impl DaemonSetController {
         ds_api
             .replace_status(ds_name, &PostParams::default(), &fresh)
             .await
-            .map_err(api_failure(format!(
-                "bumping the collisionCount of DaemonSet {ds_name}"
-            )))?;
+            .map_err(|source| HistoryFailure::BumpCollisionCount {
+                name: ds_name.to_string(),
+                source,
+            })?;
         tracing::info!(
             revision = revision_name,
             count,
@@ -283,7 +290,10 @@ impl DaemonSetController {
                     &Patch::Merge(&relabel_pod_patch(&keep_hash)),
                 )
                 .await
-                .map_err(api_failure(format!("relabelling pod {pod_name}")))?;
+                .map_err(|source| HistoryFailure::RelabelPod {
+                    name: pod_name.clone(),
+                    source,
+                })?;
             s.core.consistency.record_write(key, &patched);
             *pod = Arc::new(patched);
         }
@@ -294,8 +304,8 @@ impl DaemonSetController {
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(source) => {
-                    return Err(HistoryFailure::Api {
-                        action: format!("deleting ControllerRevision {name}"),
+                    return Err(HistoryFailure::DeleteRevision {
+                        name: name.to_string(),
                         source,
                     }
                     .into());
