@@ -24,7 +24,9 @@ fn bench_measures_every_scenario_on_both_sides() {
     let binary = mini_kcm_binary();
     let out = std::env::temp_dir().join(format!("mini-kcm-bench-smoke-{}", std::process::id()));
     let output = Command::new(&binary)
-        .args(["bench", "--size", "small", "--rounds", "1", "--out"])
+        .args(["bench", "--size", "small", "--rounds", "1", "--scenarios"])
+        .arg(format!("{},fresh-under-load", SCENARIOS.join(",")))
+        .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
@@ -41,6 +43,7 @@ fn bench_measures_every_scenario_on_both_sides() {
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    fresh_under_load_measured_three_sides(&report, &stdout);
     let scenarios = report["scenarios"].as_array().unwrap();
     let names: Vec<&str> = scenarios
         .iter()
@@ -111,4 +114,24 @@ fn bench_measures_every_scenario_on_both_sides() {
         );
     }
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The fresh-under-load runs: mini-kcm with and without priorities and upstream, every time measured.
+fn fresh_under_load_measured_three_sides(report: &Value, stdout: &str) {
+    assert!(stdout.contains("fresh-under-load: "), "{stdout}");
+    let runs = report["fresh_under_load"]["runs"].as_array().unwrap();
+    let sides: Vec<&str> = runs.iter().map(|r| r["side"].as_str().unwrap()).collect();
+    assert_eq!(sides, ["mini-kcm", "mini-kcm-no-priority", "upstream"]);
+    for run in runs {
+        for field in [
+            "first_write_seconds",
+            "fresh_change_seconds",
+            "flood_done_seconds",
+        ] {
+            let value = run[field].as_f64().unwrap();
+            assert!(value > 0.0, "{}: {field} = {value}", run["side"]);
+        }
+        // The scale comes after the first write, and the flood ends after both.
+        assert!(run["flood_done_seconds"].as_f64() >= run["first_write_seconds"].as_f64());
+    }
 }

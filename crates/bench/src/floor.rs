@@ -50,6 +50,8 @@ impl PodWork {
                 pods: sizes.rollouts.saturating_mul(sizes.pods_per_rollout),
             },
             Scenario::Daemonset => PodWork::OnEveryNode,
+            // The fresh change is a scale by one: one pod.
+            Scenario::FreshUnderLoad => PodWork::Create { pods: 1 },
         }
     }
 }

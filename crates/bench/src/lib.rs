@@ -19,6 +19,7 @@
 mod audit;
 mod error;
 mod floor;
+mod fresh;
 mod report;
 mod run;
 mod scenario;
@@ -38,6 +39,7 @@ use mini_kcm_local_plane::{
 };
 
 pub use error::BenchError;
+pub use fresh::{FreshReport, FreshRun};
 pub use report::{Report, RunResult, ScenarioResult};
 pub use scenario::{Scenario, Size, Sizes};
 pub use side::{ClientLimits, Side};
@@ -152,7 +154,14 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     let total_runs = args.scenarios.len() as u32 * args.rounds * runs_per_round;
     let mut done_runs = 0u32;
     let mut scenarios = Vec::new();
+    let mut fresh_under_load = None;
     for &scenario in &args.scenarios {
+        if scenario == Scenario::FreshUnderLoad {
+            // Its own runs: one population, three sides (see fresh.rs).
+            fresh_under_load = Some(fresh::run(&ctx, args.rounds, args.baseline, limits).await?);
+            done_runs += args.rounds * runs_per_round;
+            continue;
+        }
         let scenario_limits = if scenario.unthrottled() {
             ClientLimits::UNTHROTTLED
         } else {
@@ -240,9 +249,13 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         plane_startup_seconds: info.startup_seconds,
         total_seconds: begun.elapsed().as_secs_f64(),
         scenarios,
+        fresh_under_load,
     };
     let files = report::write_files(&report, &args.out)?;
     print!("{}", report::table(&report));
+    if let Some(fresh) = &report.fresh_under_load {
+        print!("{}", fresh::table(fresh));
+    }
     for file in files {
         eprintln!("bench: wrote {}", file.display());
     }

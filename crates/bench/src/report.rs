@@ -108,6 +108,8 @@ pub struct Report {
     pub plane_startup_seconds: f64,
     pub total_seconds: f64,
     pub scenarios: Vec<ScenarioResult>,
+    /// `--scenarios fresh-under-load`, which compares three sides in runs of its own (`fresh.rs`).
+    pub fresh_under_load: Option<crate::fresh::FreshReport>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -275,6 +277,7 @@ pub(crate) fn plot(scenario: &ScenarioResult) -> String {
                 Side::Upstream => "#ff7f0e".into(),
                 Side::MiniKcmNoDecisionLog => "#2ca02c".into(),
                 Side::OtherMiniKcm => "#9467bd".into(),
+                Side::MiniKcmNoPriority => "#8c564b".into(),
             },
             dashed: run.round > 1,
             points: run.ready_pods.clone(),
@@ -393,6 +396,7 @@ mod tests {
             load_average_end: String::new(),
             plane_startup_seconds: 1.0,
             total_seconds: 2.0,
+            fresh_under_load: None,
             scenarios: vec![ScenarioResult {
                 scenario: Scenario::ScaleUp,
                 description: "0→20 pods".into(),

@@ -415,6 +415,10 @@ async fn drive(
             deployments_done(sizes.rollouts).await?;
             Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
         }
+        Scenario::FreshUnderLoad => Err(BenchError::io(
+            "fresh-under-load",
+            std::io::Error::other("runs through fresh.rs, not as one side's scenario"),
+        )),
     }
 }
 
@@ -482,7 +486,7 @@ where
     Ok(())
 }
 
-async fn create_all(
+pub(crate) async fn create_all(
     ctx: &Context,
     namespace: &str,
     objects: impl Iterator<Item = Value>,

@@ -32,6 +32,9 @@ pub enum Scenario {
     Steady,
     /// Many Deployments get a new template at the same time, until all are done.
     ConcurrentRollouts,
+    /// A start with every Deployment's status stale, and one scale made at the first write: how long
+    /// that fresh change waits behind the initial flood (`fresh.rs`; not in the default list).
+    FreshUnderLoad,
 }
 
 impl Scenario {
@@ -50,6 +53,7 @@ impl Scenario {
             Scenario::Daemonset => "daemonset",
             Scenario::Steady => "steady",
             Scenario::ConcurrentRollouts => "concurrent-rollouts",
+            Scenario::FreshUnderLoad => "fresh-under-load",
         }
     }
 
@@ -69,6 +73,10 @@ impl Scenario {
             Scenario::ConcurrentRollouts => format!(
                 "{} concurrent rollouts of {} pods",
                 sizes.rollouts, sizes.pods_per_rollout
+            ),
+            Scenario::FreshUnderLoad => format!(
+                "a scale during the initial flood of {} stale Deployments",
+                sizes.fresh_deployments
             ),
         }
     }
@@ -101,6 +109,9 @@ pub struct Sizes {
     pub steady_pods_per_replica_set: u32,
     pub rollouts: u32,
     pub pods_per_rollout: u32,
+    /// Deployments of the fresh-under-load population, and their pods each.
+    pub fresh_deployments: u32,
+    pub fresh_pods_per_deployment: u32,
     /// How long a run idles after its scenario is done before steady RSS and idle CPU are read.
     #[serde(serialize_with = "seconds")]
     pub settle: Duration,
@@ -123,6 +134,8 @@ impl Sizes {
                 steady_pods_per_replica_set: 10,
                 rollouts: 4,
                 pods_per_rollout: 5,
+                fresh_deployments: 40,
+                fresh_pods_per_deployment: 2,
                 settle: Duration::from_secs(1),
                 timeout: Duration::from_secs(180),
             },
@@ -133,6 +146,8 @@ impl Sizes {
                 steady_pods_per_replica_set: 10,
                 rollouts: 20,
                 pods_per_rollout: 25,
+                fresh_deployments: 1000,
+                fresh_pods_per_deployment: 10,
                 settle: Duration::from_secs(30),
                 timeout: Duration::from_secs(1200),
             },

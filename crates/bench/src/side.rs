@@ -25,6 +25,9 @@ pub enum Side {
     /// changes) in one invocation, because the plane's pace differs more between invocations than
     /// such builds differ.
     OtherMiniKcm,
+    /// mini-kcm with `--work-queue-priorities=false`: its queue in client-go's FIFO order (the
+    /// fresh-under-load scenario runs it beside the other two).
+    MiniKcmNoPriority,
 }
 
 impl Side {
@@ -34,6 +37,7 @@ impl Side {
             Side::Upstream => "upstream",
             Side::MiniKcmNoDecisionLog => "mini-kcm-no-decision-log",
             Side::OtherMiniKcm => "other-mini-kcm",
+            Side::MiniKcmNoPriority => "mini-kcm-no-priority",
         }
     }
 }
@@ -111,12 +115,15 @@ pub(crate) fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBu
     let kubeconfig = format!("--kubeconfig={}", launch.kubeconfig.display());
     let other = launch.other_mini_kcm_binary.as_ref();
     match side {
-        Side::MiniKcm | Side::MiniKcmNoDecisionLog | Side::OtherMiniKcm => (
+        Side::MiniKcm
+        | Side::MiniKcmNoDecisionLog
+        | Side::OtherMiniKcm
+        | Side::MiniKcmNoPriority => (
             match (side, other) {
                 (Side::OtherMiniKcm, Some(binary)) => binary.clone(),
                 _ => launch.mini_kcm_binary.clone(),
             },
-            vec![
+            [
                 "run".into(),
                 "--kinds=apps".into(),
                 kubeconfig,
@@ -126,7 +133,13 @@ pub(crate) fn command(side: Side, plane: &PlaneInfo, launch: &Launch) -> (PathBu
                 // Any free port: readiness is shown by the probe objects.
                 "--metrics-addr=127.0.0.1:0".into(),
                 format!("--decision-log={}", side != Side::MiniKcmNoDecisionLog),
-            ],
+            ]
+            .into_iter()
+            // Only this side names the flag, so an `other-mini-kcm` build without it still runs.
+            .chain(
+                (side == Side::MiniKcmNoPriority).then(|| "--work-queue-priorities=false".into()),
+            )
+            .collect(),
         ),
         Side::Upstream => (
             plane.bin_dir.join("kube-controller-manager"),
