@@ -237,6 +237,7 @@ pub async fn run(
         for family in &families {
             let mut settings = ControllerOptions::new(*family, 1);
             settings.decisions = decisions.clone();
+            settings.priorities = options.priorities();
             settings.budget = budget.clone();
             (descriptor.settings)(&options, &mut settings);
             let controller =
