@@ -19,9 +19,9 @@
 //! oldest go first), at most [`DecisionLimits::per_object`] per object, for at most
 //! [`DecisionLimits::objects`] objects (the object decided on least recently is forgotten first); each
 //! decision has at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes, [`MAX_WRITES`]
-//! writes and [`MAX_WOKEN_BY`] wake reasons, so at most ≈ 14 KiB; a node map at most [`MAX_NODES`] nodes (one per DaemonSet); a rollout
-//! timeline at most [`MAX_ROLLOUT_POINTS`] points of at most [`MAX_POINT_REPLICA_SETS`] ReplicaSets (one
-//! per Deployment, ≤ 40 KiB). With the defaults (5 000 decisions) that is ≤ 60 MiB in the worst case,
+//! writes and [`MAX_WOKEN_BY`] wake reasons, so at most ≈ 14 KiB; a node map at most [`MAX_NODES`]
+//! nodes (one per DaemonSet); a rollout timeline at most [`MAX_ROLLOUT_POINTS`] points of at most
+//! [`MAX_POINT_REPLICA_SETS`] ReplicaSets (one per Deployment, ≤ 40 KiB). With the defaults (5 000 decisions) that is ≤ 70 MiB in the worst case,
 //! plus ≤ 40 MiB of timelines were all 1 000 objects Deployments; a typical decision is 0.5–1 KiB
 //! (measured in `docs/live-view.md`), a typical timeline 2–3 KiB.
 
