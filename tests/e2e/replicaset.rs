@@ -850,10 +850,7 @@ async fn a_pod_turning_ready_is_what_woke_the_sync(family: ApiFamily) {
     let deadline = std::time::Instant::now() + TIMEOUT;
     let woken = loop {
         let decisions = manager.decisions(&ns.name, "woken").await;
-        if let Some(d) = decisions
-            .iter()
-            .find(|d| d.woken_by.iter().any(|w| *w == expected))
-        {
+        if let Some(d) = decisions.iter().find(|d| d.woken_by.contains(&expected)) {
             break d.clone();
         }
         assert!(
