@@ -45,6 +45,7 @@ for_both_families!(
     reports_replica_failure_when_pods_are_rejected,
     a_scale_up_writes_correlated_events,
     a_status_the_next_sync_supersedes_is_left_to_it,
+    a_pod_turning_ready_is_what_woke_the_sync,
 );
 
 async fn setup(prefix: &str, family: ApiFamily) -> (TestNamespace, TestManager) {
@@ -810,5 +811,82 @@ async fn a_status_the_next_sync_supersedes_is_left_to_it(family: ApiFamily) {
         deferred >= 1.0,
         "no status write was left to a pending sync while 40 pods started"
     );
+    manager.stop().await;
+}
+
+/// What woke a sync is filed with its decision: a pod turning Ready wakes its ReplicaSet, and the
+/// decision of that sync says so. A sync that only refreshes the status files no decision, so the
+/// ReplicaSet is held in deletion by a finalizer: each of its syncs then decides to skip ("being
+/// deleted"), and the pod, Ready only seconds after its creation, turns Ready meanwhile. The queue's
+/// priority metrics are on /metrics too.
+async fn a_pod_turning_ready_is_what_woke_the_sync(family: ApiFamily) {
+    const HOLD: &str = "minikcm.dev/e2e-hold";
+    let (ns, manager) = setup("rs-woken", family).await;
+    let api = replica_sets(&ns, family);
+    let mut rs = replica_set("woken", 1, family);
+    rs.metadata.finalizers = Some(vec![HOLD.into()]);
+    if let Some(template) = rs.spec.template.as_mut() {
+        template.metadata.get_or_insert_default().annotations = Some(BTreeMap::from([(
+            "minikcm.dev/ready-after".to_string(),
+            "6s".to_string(),
+        )]));
+    }
+    let created = api.create(&PostParams::default(), &rs).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let pods = wait_owned_pods(&ns, "woken", &uid, 1).await;
+    let pod = pods[0].metadata.name.clone().unwrap();
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    assert!(!ready(&pods[0]), "{pod} is Ready too early for this test");
+    api.delete("woken", &DeleteParams::background())
+        .await
+        .unwrap();
+
+    let expected = format!("pod {pod} became Ready (update)");
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let woken = loop {
+        let decisions = manager.decisions(&ns.name, "woken").await;
+        if let Some(d) = decisions.iter().find(|d| d.woken_by.contains(&expected)) {
+            break d.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no decision woken by {expected:?}: {decisions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        woken.skipped.iter().any(|s| s.contains("being deleted")),
+        "{woken:#?}"
+    );
+    assert!(woken.waited_ms >= 0.0);
+
+    // Priorities are on by default, and their metrics are exported for this family's queue.
+    let metrics = manager.get("/metrics").await;
+    let queue = family.queue_name("replicaset");
+    for family_name in [
+        "workqueue_depth_by_priority",
+        "workqueue_low_priority_promoted_total",
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with(family_name) && l.contains(&format!("name=\"{queue}\""))),
+            "{family_name} for {queue} missing from /metrics"
+        );
+    }
+
+    // Let the ReplicaSet go, so the namespace can.
+    api.patch(
+        "woken",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     manager.stop().await;
 }

@@ -363,6 +363,7 @@ fn build_controllers(
         for family in options.kinds.families() {
             let mut settings = ControllerOptions::new(family, 1);
             settings.decisions = decisions.clone();
+            settings.priorities = options.priorities();
             settings.budget = budget.clone();
             (descriptor.settings)(options, &mut settings);
             let controller =

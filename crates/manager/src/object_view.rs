@@ -122,8 +122,13 @@ pub struct ObjectView {
 pub enum KeyQueueState {
     /// Not in the queue: nothing to do until an event arrives.
     Idle,
-    /// Waiting for a worker.
-    Queued,
+    /// Waiting for a worker, at its priority (`fresh` or `low`), for what queued it.
+    Queued {
+        #[serde(default)]
+        priority: String,
+        #[serde(default)]
+        reasons: Vec<String>,
+    },
     /// A worker syncs it now.
     InFlight,
     /// Waiting for a delay: a backoff after `retries` failures, or a requested recheck (0 retries).
@@ -148,8 +153,11 @@ impl KeyQueueState {
                 next_attempt_in_ms: w.next_attempt_in_ms,
             };
         }
-        if queue.queued.iter().any(|k| k == key) {
-            return KeyQueueState::Queued;
+        if let Some(q) = queue.queued.iter().find(|q| q.key == key) {
+            return KeyQueueState::Queued {
+                priority: q.priority.clone(),
+                reasons: q.reasons.clone(),
+            };
         }
         let truncated = queue.queued.len() < queue.queued_count
             || queue.in_flight.len() < queue.in_flight_count
@@ -165,7 +173,14 @@ impl KeyQueueState {
     pub fn describe(&self) -> String {
         match self {
             KeyQueueState::Idle => "idle (not queued)".into(),
-            KeyQueueState::Queued => "queued, waiting for a worker".into(),
+            KeyQueueState::Queued { priority, reasons } => {
+                let why = if reasons.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (woken by: {})", reasons.join("; "))
+                };
+                format!("queued at {priority} priority, waiting for a worker{why}")
+            }
             KeyQueueState::InFlight => "in flight (a worker syncs it now)".into(),
             KeyQueueState::Waiting {
                 retries: 0,
@@ -358,7 +373,7 @@ impl ReplicaSetEntry {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use mini_kcm_runtime::inspect::{QueueView, SyncView, WaitingView};
+    use mini_kcm_runtime::inspect::{QueueView, QueuedView, SyncView, WaitingView};
     use serde_json::json;
 
     fn pod(name: &str, hash: &str, ready: bool) -> Arc<CachedPod> {
@@ -490,7 +505,13 @@ mod tests {
     #[test]
     fn a_key_is_found_in_its_queue_state() {
         let queue = QueueView {
-            queued: vec!["ns/a".into()],
+            queued: vec![QueuedView {
+                key: "ns/a".into(),
+                priority: "low".into(),
+                reasons: vec!["initial list".into()],
+                more: 0,
+                queued_for_ms: 20,
+            }],
             queued_count: 1,
             in_flight: vec!["ns/b".into()],
             in_flight_count: 1,
@@ -502,7 +523,10 @@ mod tests {
             waiting_count: 1,
         };
         let view = controller_with(queue.clone());
-        assert_eq!(KeyQueueState::find(&view, "ns/a"), KeyQueueState::Queued);
+        assert_eq!(
+            KeyQueueState::find(&view, "ns/a").describe(),
+            "queued at low priority, waiting for a worker (woken by: initial list)"
+        );
         assert_eq!(KeyQueueState::find(&view, "ns/b"), KeyQueueState::InFlight);
         let waiting = KeyQueueState::find(&view, "ns/c");
         assert_eq!(

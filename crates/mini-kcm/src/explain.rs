@@ -415,6 +415,19 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
         d.family,
         d.duration_ms
     );
+    if !d.woken_by.is_empty() {
+        let more = if d.woken_more > 0 {
+            format!(" (+{} more)", d.woken_more)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "{indent}    woken by: {}{more}  (waited {:.1} ms in the queue)",
+            d.woken_by.join("; "),
+            d.waited_ms
+        );
+    }
     if !d.observed.is_empty() {
         let saw: Vec<String> = d
             .observed
@@ -482,6 +495,9 @@ mod tests {
             },
             duration_ms: 2.0,
             repeats: 0,
+            woken_by: vec!["pod web-abc-y deleted".into()],
+            woken_more: 0,
+            waited_ms: 1.3,
         }
     }
 
@@ -577,6 +593,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("why:     too few replicas"), "{text}");
+        assert!(
+            text.contains("    woken by: pod web-abc-y deleted  (waited 1.3 ms in the queue)\n"),
+            "{text}"
+        );
         assert!(
             text.contains("wrote:   create pod web-abc-x: failed: quota exceeded"),
             "{text}"

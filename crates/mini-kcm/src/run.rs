@@ -81,6 +81,16 @@ pub struct RunArgs {
     /// explain`; bounded memory (see docs/live-view.md).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     decision_log: bool,
+    /// Hand out keys queued by live events before keys queued only by the informers' initial list, a
+    /// relist or a resync, so a change made during a big initial sync is not queued behind it (a
+    /// deliberate difference from kube-controller-manager's FIFO queues; docs/work-queue.md). false:
+    /// one FIFO, as upstream.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    work_queue_priorities: bool,
+    /// With --work-queue-priorities: how long a low-priority key may be passed over entirely by
+    /// fresh ones before it gets every other hand-out (Go duration).
+    #[arg(long, default_value = "5s", value_parser = crate::duration::parse_go_duration)]
+    max_low_priority_wait: Duration,
     /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: bool,
@@ -120,6 +130,8 @@ impl RunArgs {
             secure_serving: self.secure_serving(),
             min_resync_period: self.min_resync_period,
             decision_log: self.decision_log,
+            work_queue_priorities: self.work_queue_priorities,
+            max_low_priority_wait: self.max_low_priority_wait,
             leader_election: None,
             ..Default::default()
         };
@@ -224,6 +236,27 @@ mod tests {
             .run
             .manager_options();
         assert!(off.leader_election.is_none());
+    }
+
+    #[test]
+    fn work_queue_priorities_are_on_by_default_and_can_be_turned_off() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let options = Cli::parse_from(["run"]).run.manager_options();
+        assert!(options.work_queue_priorities);
+        assert_eq!(options.max_low_priority_wait, Duration::from_secs(5));
+        let options = Cli::parse_from(["run", "--max-low-priority-wait=250ms"])
+            .run
+            .manager_options();
+        assert_eq!(options.max_low_priority_wait, Duration::from_millis(250));
+        let off = Cli::parse_from(["run", "--work-queue-priorities=false"])
+            .run
+            .manager_options();
+        assert!(!off.work_queue_priorities);
     }
 
     /// The plain listener on loopback and no secure port by default; the manifests' flags give the

@@ -6,7 +6,8 @@
 //! answers per object, as data, for the manager's live view (`/debug/controllers`) and `mini-kcm explain`.
 //!
 //! How: the worker gives every sync a fresh draft (a task-local, so the decision code needs no extra
-//! parameter). Inside a sync, [`observe`] notes a number the decision rests on, [`plan`] what it decided,
+//! parameter), holding what woke the sync (the queue's gathered wake reasons, see
+//! `crate::controller::wake`) and how long its key waited in the queue. Inside a sync, [`observe`] notes a number the decision rests on, [`plan`] what it decided,
 //! [`reason`] why, [`skip`] why it did nothing, [`wrote`] an API write and its result (`PodControl` does
 //! this for pod creations and deletions), [`nodes`] the DaemonSet's node → pod map, [`rollout_point`] a
 //! point of a Deployment's rollout timeline (see [`RolloutPoint`]). Plans and reasons are
@@ -17,10 +18,10 @@
 //! Memory is bounded whatever the cluster does: at most [`DecisionLimits::total`] decisions in all (the
 //! oldest go first), at most [`DecisionLimits::per_object`] per object, for at most
 //! [`DecisionLimits::objects`] objects (the object decided on least recently is forgotten first); each
-//! decision has at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes and [`MAX_WRITES`]
-//! writes, so at most ≈ 12 KiB; a node map at most [`MAX_NODES`] nodes (one per DaemonSet); a rollout
-//! timeline at most [`MAX_ROLLOUT_POINTS`] points of at most [`MAX_POINT_REPLICA_SETS`] ReplicaSets (one
-//! per Deployment, ≤ 40 KiB). With the defaults (5 000 decisions) that is ≤ 60 MiB in the worst case,
+//! decision has at most [`MAX_LINES`] lines of at most [`MAX_LINE_BYTES`] bytes, [`MAX_WRITES`]
+//! writes and [`MAX_WOKEN_BY`] wake reasons, so at most ≈ 14 KiB; a node map at most [`MAX_NODES`]
+//! nodes (one per DaemonSet); a rollout timeline at most [`MAX_ROLLOUT_POINTS`] points of at most
+//! [`MAX_POINT_REPLICA_SETS`] ReplicaSets (one per Deployment, ≤ 40 KiB). With the defaults (5 000 decisions) that is ≤ 70 MiB in the worst case,
 //! plus ≤ 40 MiB of timelines were all 1 000 objects Deployments; a typical decision is 0.5–1 KiB
 //! (measured in `docs/live-view.md`), a typical timeline 2–3 KiB.
 
@@ -29,6 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use mini_kcm_workqueue::Woken;
 use serde::{Deserialize, Serialize};
 
 use crate::controller::key::ObjectKey;
@@ -46,6 +48,8 @@ pub(crate) const MAX_NODES: usize = 500;
 pub(crate) const MAX_ROLLOUT_POINTS: usize = 100;
 /// Most ReplicaSets per timeline point (the active ones, newest first; a rollout has two or three).
 pub(crate) const MAX_POINT_REPLICA_SETS: usize = 6;
+/// Most wake reasons kept per decision (the queue keeps as many per key between two syncs).
+pub(crate) const MAX_WOKEN_BY: usize = mini_kcm_workqueue::MAX_REASONS;
 
 /// How much the log keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,9 +113,20 @@ pub struct Decision {
     pub duration_ms: f64,
     /// How many later syncs of the object decided exactly the same and wrote nothing (folded into
     /// this entry, like repeated events are, so a rollout waiting on pods does not push its earlier
-    /// steps out of the log); `at` is then the last one's time.
+    /// steps out of the log); `at` and `waited_ms` are then the last one's, `woken_by` gathers theirs.
     #[serde(default)]
     pub repeats: u32,
+    /// What queued the key since its previous sync, coalesced as the queue coalesces adds: distinct
+    /// reasons, first seen first (e.g. `pod web-7d9f-x became Ready (update)`, `initial list`, `retry
+    /// after a failed sync`), at most [`MAX_WOKEN_BY`].
+    #[serde(default)]
+    pub woken_by: Vec<String>,
+    /// Wake reasons beyond `woken_by`, counted only.
+    #[serde(default)]
+    pub woken_more: usize,
+    /// How long the key waited in the queue, from the first of those adds to the sync's start.
+    #[serde(default)]
+    pub waited_ms: f64,
 }
 
 impl Decision {
@@ -123,6 +138,22 @@ impl Decision {
             && next.reasons == self.reasons
             && next.skipped == self.skipped
             && next.outcome == self.outcome
+    }
+
+    /// Gathers what woke a repeat into this entry, as the queue gathers reasons: distinct ones first
+    /// seen first, at most [`MAX_WOKEN_BY`], the rest counted.
+    fn fold_woken_by(&mut self, repeat: &Decision) {
+        self.woken_more = self.woken_more.saturating_add(repeat.woken_more);
+        for reason in &repeat.woken_by {
+            if self.woken_by.contains(reason) {
+                continue;
+            }
+            if self.woken_by.len() < MAX_WOKEN_BY {
+                self.woken_by.push(reason.clone());
+            } else {
+                self.woken_more = self.woken_more.saturating_add(1);
+            }
+        }
     }
 }
 
@@ -368,14 +399,16 @@ impl DecisionLog {
         self.len() == 0
     }
 
-    /// Starts the draft of one sync of `key` (the worker calls this; `None` when disabled).
-    pub(crate) fn start(&self, by: DecidedBy, key: &ObjectKey) -> Option<Draft> {
+    /// Starts the draft of one sync of `key`, which `woken` says what queued (the worker calls this;
+    /// `None` when disabled).
+    pub(crate) fn start(&self, by: DecidedBy, key: &ObjectKey, woken: Woken) -> Option<Draft> {
         self.inner.as_ref()?;
         Some(Draft {
             shared: Arc::new(Mutex::new(DraftState::default())),
             by,
             key: key.clone(),
             started: std::time::Instant::now(),
+            woken,
         })
     }
 
@@ -431,6 +464,18 @@ impl DecisionLog {
             },
             duration_ms: draft.started.elapsed().as_secs_f64() * 1000.0,
             repeats: 0,
+            woken_by: draft
+                .woken
+                .reasons
+                .iter()
+                .take(MAX_WOKEN_BY)
+                .map(|r| bounded(r))
+                .collect(),
+            woken_more: draft
+                .woken
+                .more
+                .saturating_add(draft.woken.reasons.len().saturating_sub(MAX_WOKEN_BY)),
+            waited_ms: draft.woken.waited.as_secs_f64() * 1000.0,
         });
         if let Some(last) = log
             .objects
@@ -441,6 +486,8 @@ impl DecisionLog {
             let folded = Arc::make_mut(last);
             folded.repeats = folded.repeats.saturating_add(1);
             folded.at = decision.at.clone();
+            folded.waited_ms = decision.waited_ms;
+            folded.fold_woken_by(&decision);
             let folded_seq = folded.seq;
             if let Some(mut point) = point
                 && let Some(history) = log.objects.get_mut(&id)
@@ -530,6 +577,7 @@ pub struct Draft {
     by: DecidedBy,
     key: ObjectKey,
     started: std::time::Instant,
+    woken: Woken,
 }
 
 impl Draft {
@@ -695,7 +743,24 @@ mod tests {
     }
 
     async fn sync(log: &DecisionLog, name: &str, body: impl FnOnce(), failure: Option<&str>) {
-        let draft = log.start(RS, &key(name)).expect("enabled");
+        sync_woken(log, name, &["added"], body, failure).await;
+    }
+
+    /// A sync the queue handed out for `reasons`, after 5 ms in the queue.
+    async fn sync_woken(
+        log: &DecisionLog,
+        name: &str,
+        reasons: &[&str],
+        body: impl FnOnce(),
+        failure: Option<&str>,
+    ) {
+        let woken = Woken {
+            reasons: reasons.iter().map(|r| Cow::Owned(r.to_string())).collect(),
+            more: 0,
+            priority: mini_kcm_workqueue::Priority::Fresh,
+            waited: std::time::Duration::from_millis(5),
+        };
+        let draft = log.start(RS, &key(name), woken).expect("enabled");
         draft.scope(async { body() }).await;
         log.file(draft, failure.map(String::from));
     }
@@ -853,6 +918,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_decision_says_what_woke_its_sync_and_repeats_gather_their_wakes() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let waiting = || skip("waiting for 1 creation to be observed");
+        sync_woken(&log, "web", &["ReplicaSet web added"], waiting, None).await;
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(found[0].woken_by, ["ReplicaSet web added"]);
+        assert_eq!(found[0].waited_ms, 5.0);
+        // Folded repeats keep what woke each of them, deduplicated and bounded like the queue's.
+        let ready = "pod web-x became Ready (update)";
+        sync_woken(&log, "web", &[ready, "ReplicaSet web added"], waiting, None).await;
+        let many: Vec<String> = (0..MAX_WOKEN_BY)
+            .map(|i| format!("pod web-{i} added"))
+            .collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        sync_woken(&log, "web", &many, waiting, None).await;
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].repeats, 2);
+        assert_eq!(found[0].woken_by.len(), MAX_WOKEN_BY);
+        assert_eq!(found[0].woken_by[..2], ["ReplicaSet web added", ready]);
+        assert_eq!(
+            found[0].woken_more, 2,
+            "the wakes beyond the bound are counted"
+        );
+        // A decision without a wake reason deserializes from older managers' JSON as none.
+        let mut json = serde_json::to_value(&found[0]).unwrap();
+        let object = json.as_object_mut().unwrap();
+        object.remove("woken_by");
+        object.remove("woken_more");
+        object.remove("waited_ms");
+        let old: Decision = serde_json::from_value(json).unwrap();
+        assert!(old.woken_by.is_empty());
+    }
+
+    #[tokio::test]
     async fn a_node_map_is_kept_even_when_nothing_was_decided() {
         let log = DecisionLog::new(DecisionLimits::default());
         let placement = |node: &str| NodePlacement {
@@ -934,7 +1034,13 @@ mod tests {
     async fn outside_a_sync_or_disabled_nothing_is_recorded() {
         plan("no draft here"); // must not panic
         let log = DecisionLog::disabled();
-        assert!(log.start(RS, &key("x")).is_none());
+        let woken = Woken {
+            reasons: Vec::new(),
+            more: 0,
+            priority: mini_kcm_workqueue::Priority::Fresh,
+            waited: std::time::Duration::ZERO,
+        };
+        assert!(log.start(RS, &key("x"), woken).is_none());
         assert!(log.recent(&DecisionFilter::default()).is_empty());
         assert!(!recording());
     }

@@ -5,6 +5,7 @@
 //! Every list is capped at [`LIST_LIMIT`] entries with its full count beside it, so looking at a
 //! controller with 10 000 queued keys costs the same as looking at an idle one.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -69,8 +70,8 @@ impl ControllerView {
 /// A work queue at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueView {
-    /// Keys ready for a worker, in order.
-    pub queued: Vec<String>,
+    /// Keys ready for a worker, in the order they would be handed out, with their priority and why.
+    pub queued: Vec<QueuedView>,
     pub queued_count: usize,
     /// Keys being synced now.
     pub in_flight: Vec<String>,
@@ -78,6 +79,20 @@ pub struct QueueView {
     /// Keys waiting for a delay: a backoff after failures (`retries` > 0) or a requested recheck.
     pub waiting: Vec<WaitingView>,
     pub waiting_count: usize,
+}
+
+/// A key ready for a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedView {
+    pub key: String,
+    /// `fresh` (an event, a recheck, a retry) or `low` (only lists and resyncs queued it: it may wait
+    /// behind fresh keys, within the queue's aging bound).
+    pub priority: String,
+    /// What queued it since its last sync (distinct reasons, first seen first).
+    pub reasons: Vec<String>,
+    /// Reasons beyond those, counted only.
+    pub more: usize,
+    pub queued_for_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,7 +107,17 @@ impl QueueView {
         let snap = queue.snapshot(LIST_LIMIT);
         let keys = |keys: Vec<ObjectKey>| keys.iter().map(ToString::to_string).collect();
         QueueView {
-            queued: snap.queued.iter().map(|q| q.key.to_string()).collect(),
+            queued: snap
+                .queued
+                .into_iter()
+                .map(|q| QueuedView {
+                    key: q.key.to_string(),
+                    priority: q.priority.as_str().into(),
+                    reasons: q.reasons.into_iter().map(Cow::into_owned).collect(),
+                    more: q.more,
+                    queued_for_ms: millis(q.queued_for),
+                })
+                .collect(),
             queued_count: snap.queued_count,
             in_flight: keys(snap.processing),
             in_flight_count: snap.processing_count,

@@ -1,7 +1,8 @@
 //! The worker loop every controller shares: take a key, sync it, then decide in one place what becomes
 //! of the key (upstream's `processNextWorkItem` and `handleErr`; controller-runtime's `reconcileHandler`):
 //!
-//! - success: forget its failures, and queue it again after the delay the sync asked for, if any;
+//! - success: forget its failures, and queue it again after the delay the sync asked for, if any, with
+//!   the sync's reason (what the next sync shows as having woken it);
 //! - a failure that no retry can help: forget it;
 //! - any other failure: requeue it with rate-limited backoff, or drop it after `max_retries` failures
 //!   in a row (a delay the sync asked for before failing is superseded by the retry).
@@ -21,7 +22,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Once};
 
 use futures::FutureExt;
-use mini_kcm_workqueue::WorkQueue;
+use mini_kcm_workqueue::{Wake, WorkQueue};
 use tracing::Instrument;
 
 use crate::controller::Requeue;
@@ -102,10 +103,11 @@ where
         let w = workers.clone();
         let sync = sync.clone();
         handles.spawn(async move {
-            while let Some(key) = w.queue.get().await {
+            while let Some((key, woken)) = w.queue.get_woken().await {
                 let controller = w.by.controller;
                 let span = tracing::info_span!("sync", controller, key = %key);
-                let draft = w.decisions.start(w.by, &key);
+                // What queued the key since its last sync, and how long it waited, go with its decision.
+                let draft = w.decisions.start(w.by, &key, woken);
                 // Boxed: a sync's future is large (in debug builds especially), and moving it into the
                 // draft's scope and `catch_unwind` by value would copy it through the worker's stack.
                 let run = Box::pin(sync(key.clone()).instrument(span.clone()));
@@ -167,10 +169,12 @@ fn handle_outcome<E: SyncFailure>(
             match requeue {
                 Requeue::Never => {}
                 // Upstream requeues a Deployment whose deadline has just passed rate-limited, not at once.
-                Requeue::After(delay) if delay.is_zero() => queue.add_rate_limited(key.clone()),
-                Requeue::After(delay) => {
-                    tracing::debug!(?delay, "requeued after a delay the sync asked for");
-                    queue.add_after(key.clone(), delay);
+                Requeue::After(delay, why) if delay.is_zero() => {
+                    queue.add_rate_limited_woken(key.clone(), Wake::fresh(why));
+                }
+                Requeue::After(delay, why) => {
+                    tracing::debug!(?delay, why, "requeued after a delay the sync asked for");
+                    queue.add_after_woken(key.clone(), delay, Wake::fresh(why));
                 }
             }
             return None;
@@ -428,15 +432,18 @@ mod tests {
         assert_eq!(queue.num_requeues(&web), 1);
         let web = queue.get().await.unwrap();
         // Then a success asking to look again in 30 s: the failures are forgotten and the key waits.
-        let asked = Requeue::After(Duration::from_secs(30));
+        let asked = Requeue::After(Duration::from_secs(30), "a pod becomes available");
         handle_outcome::<Never>(&queue, &web, Outcome::Synced(asked), None, &panics);
         queue.done(&web);
         assert_eq!(queue.num_requeues(&web), 0);
         tokio::time::advance(Duration::from_secs(29)).await;
         assert!(queue.is_empty(), "not before the delay");
         tokio::time::advance(Duration::from_secs(2)).await;
-        let again = tokio::time::timeout(Duration::from_secs(1), queue.get()).await;
-        assert_eq!(again.ok().flatten(), Some(key("web")));
+        let again = tokio::time::timeout(Duration::from_secs(1), queue.get_woken()).await;
+        let (again, woken) = again.ok().flatten().expect("the key came back");
+        assert_eq!(again, key("web"));
+        // The next sync is told why: the sync's own reason.
+        assert_eq!(woken.reasons, ["a pod becomes available"]);
         // Nothing asked: nothing comes back.
         handle_outcome::<Never>(
             &queue,
@@ -452,11 +459,12 @@ mod tests {
 
     #[test]
     fn the_earlier_of_two_requeues_wins() {
-        let after = |s| Requeue::After(Duration::from_secs(s));
-        assert_eq!(after(5).or_earlier(after(3)), after(3));
-        assert_eq!(Requeue::Never.or_earlier(after(3)), after(3));
-        assert_eq!(after(5).or_earlier(Requeue::Never), after(5));
-        assert_eq!(Requeue::after(None), Requeue::Never);
+        let after = |s, why| Requeue::After(Duration::from_secs(s), why);
+        assert_eq!(after(5, "a").or_earlier(after(3, "b")), after(3, "b"));
+        assert_eq!(after(3, "a").or_earlier(after(3, "b")), after(3, "a"));
+        assert_eq!(Requeue::Never.or_earlier(after(3, "b")), after(3, "b"));
+        assert_eq!(after(5, "a").or_earlier(Requeue::Never), after(5, "a"));
+        assert_eq!(Requeue::after(None, "a"), Requeue::Never);
     }
 
     #[tokio::test(start_paused = true)]

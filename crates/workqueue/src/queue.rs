@@ -308,8 +308,14 @@ where
     /// Adds `key` after the delay the rate limiter assigns (which also counts a failure), fresh,
     /// with the reason `"retry after a failed sync"`.
     pub fn add_rate_limited(&self, key: K) {
+        self.add_rate_limited_woken(key, Wake::fresh(REASON_RETRY));
+    }
+
+    /// [`add_rate_limited`](Self::add_rate_limited), saying why (a requeue a sync asks for "now"
+    /// goes through the rate limiter too, and is no failed sync).
+    pub fn add_rate_limited_woken(&self, key: K, wake: Wake) {
         let delay = self.inner.rate_limiter.when(&key);
-        self.add_after_woken(key, delay, Wake::fresh(REASON_RETRY));
+        self.add_after_woken(key, delay, wake);
     }
 
     /// Tells the rate limiter to stop tracking `key` (call after a successful sync). This

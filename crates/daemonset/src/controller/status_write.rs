@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 
-use mini_kcm_runtime::controller::Requeue;
+use mini_kcm_runtime::controller::{Requeue, wake};
 
 use super::DaemonSetController;
 use super::error::SyncError;
@@ -65,6 +65,7 @@ impl DaemonSetController {
         };
         Ok(Requeue::after(
             next.map(|delay| delay.saturating_sub(evaluated.elapsed())),
+            wake::POD_BECOMES_AVAILABLE,
         ))
     }
 }

@@ -217,7 +217,10 @@ impl DaemonSetController {
         }
         self.sync_nodes(snapshot, &plan.pods_to_delete, &plan.nodes_needing_pods)
             .await?;
-        Ok((acted, Requeue::after(plan.requeue_after)))
+        Ok((
+            acted,
+            Requeue::after(plan.requeue_after, "a failed pod's backoff ends"),
+        ))
     }
 
     /// The DaemonSet's pods after adoption and release: its own plus the namespace's orphans, from the pod

@@ -10,9 +10,10 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::informers::{Change, SharedInformers};
+use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
+use mini_kcm_workqueue::Priority;
 
 use super::{DEFAULT_WORKERS, DaemonSetController};
 use crate::DaemonSetObject;
@@ -188,7 +189,7 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
         .await
         .expect("held back by the backoff");
     assert!(
-        matches!(requeue, Requeue::After(d) if !d.is_zero()),
+        matches!(requeue, Requeue::After(d, _) if !d.is_zero()),
         "looks again when the backoff ends: {requeue:?}"
     );
 }
@@ -206,7 +207,7 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
 
     // A new node for `a` only.
     let node = Arc::new(new_node("n1", Some(labels(&[("role", "a")]))));
-    c.on_node(&Change::Added(node.clone()));
+    c.on_node(&Change::Added(node.clone()), Origin::Watch);
     assert_eq!(drain(&c).await, ["default/a"]);
 
     // `a` runs a pod there now. A heartbeat (status only) concerns nobody.
@@ -216,10 +217,13 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
     let mut heartbeat = (*node).clone();
     heartbeat.metadata.resource_version = Some("9".into());
     heartbeat.status = Some(Default::default());
-    c.on_node(&Change::Updated {
-        old: node.clone(),
-        new: Arc::new(heartbeat),
-    });
+    c.on_node(
+        &Change::Updated {
+            old: node.clone(),
+            new: Arc::new(heartbeat),
+        },
+        Origin::Watch,
+    );
     assert!(drain(&c).await.is_empty());
 
     // A label neither DaemonSet looks at: both verdicts stay, and nothing is missing or misplaced.
@@ -227,22 +231,28 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
         "n1",
         Some(labels(&[("role", "a"), ("zone", "z")])),
     ));
-    c.on_node(&Change::Updated {
-        old: node.clone(),
-        new: zoned.clone(),
-    });
+    c.on_node(
+        &Change::Updated {
+            old: node.clone(),
+            new: zoned.clone(),
+        },
+        Origin::Watch,
+    );
     assert!(drain(&c).await.is_empty());
 
     // Relabelled from `a` to `b`: `a` must delete its pod, `b` must create one.
     let relabelled = Arc::new(new_node("n1", Some(labels(&[("role", "b")]))));
-    c.on_node(&Change::Updated {
-        old: zoned,
-        new: relabelled.clone(),
-    });
+    c.on_node(
+        &Change::Updated {
+            old: zoned,
+            new: relabelled.clone(),
+        },
+        Origin::Watch,
+    );
     assert_eq!(drain(&c).await, ["default/a", "default/b"]);
 
     // A deleted node wakes the DaemonSets that wanted it (`b`) or have pods on it (`a`).
-    c.on_node(&Change::Deleted(relabelled));
+    c.on_node(&Change::Deleted(relabelled), Origin::Watch);
     assert_eq!(drain(&c).await, ["default/a", "default/b"]);
 }
 
@@ -260,7 +270,7 @@ async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     c.inner
         .expectations
         .expect_creations(&key("default/foo"), 1);
-    c.on_pod(&Change::Added(Arc::new(foreign)));
+    c.on_pod(&Change::Added(Arc::new(foreign)), Origin::Watch);
     assert!(
         !c.inner
             .expectations
@@ -269,9 +279,10 @@ async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     assert!(drain(&c).await.is_empty());
 
     // Ours: observed and woken.
-    c.on_pod(&Change::Added(Arc::new(daemon_pod(
-        &ds, "q", "node-0", "h",
-    ))));
+    c.on_pod(
+        &Change::Added(Arc::new(daemon_pod(&ds, "q", "node-0", "h"))),
+        Origin::Watch,
+    );
     assert!(
         c.inner
             .expectations
@@ -287,20 +298,20 @@ async fn orphan_revisions_wake_matching_daemon_sets_and_owned_ones_do_not() {
     c.inner.core.objects.cache_insert(ds.clone());
     let data = revision_data(&ds).unwrap();
     let owned = build_revision(&ds, &data, 1, controller_ref(&ds)).unwrap();
-    c.on_revision(&Change::Added(Arc::new(owned.clone())));
+    c.on_revision(&Change::Added(Arc::new(owned.clone())), Origin::Watch);
     assert!(
         drain(&c).await.is_empty(),
         "our own new revision needs no sync"
     );
     let mut orphan = owned.clone();
     orphan.metadata.owner_references = None;
-    c.on_revision(&Change::Added(Arc::new(orphan)));
+    c.on_revision(&Change::Added(Arc::new(orphan)), Origin::Watch);
     assert_eq!(
         drain(&c).await,
         ["default/foo"],
         "someone may adopt the orphan"
     );
-    c.on_revision(&Change::Deleted(Arc::new(owned)));
+    c.on_revision(&Change::Deleted(Arc::new(owned)), Origin::Watch);
     assert_eq!(
         drain(&c).await,
         ["default/foo"],
@@ -328,7 +339,7 @@ async fn deleting_a_daemon_set_forgets_its_expectations() {
     c.inner
         .expectations
         .expect_creations(&key("default/foo"), 5);
-    c.on_daemon_set(&Change::Deleted(Arc::new(ds)));
+    c.on_daemon_set(&Change::Deleted(Arc::new(ds)), Origin::Watch);
     assert!(c.inner.expectations.get(&key("default/foo")).is_none());
     assert_eq!(drain(&c).await, ["default/foo"]);
     // The sync of a DaemonSet that is gone does nothing and succeeds.
@@ -392,7 +403,7 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
     let requeue = sync_key(&c, &key("default/foo"))
         .await
         .expect("nothing to write while the new pod is not yet available");
-    let Requeue::After(ready_in) = requeue else {
+    let Requeue::After(ready_in, _) = requeue else {
         panic!("no recheck asked for: {requeue:?}");
     };
     assert!(
@@ -400,4 +411,30 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
             && ready_in <= std::time::Duration::from_secs(6),
         "recheck in {ready_in:?}, expected when the new pod becomes available (~6 s)"
     );
+}
+
+#[tokio::test]
+async fn a_node_added_wakes_its_daemon_set_saying_so_and_listed_nodes_are_low() {
+    let c = controller();
+    c.inner
+        .core
+        .objects
+        .cache_insert(daemon_set("agent", status(0, 0, 0, 0)));
+    let listed = Arc::new(new_node("kwok-node-1", None));
+    c.on_node(&Change::Added(listed), Origin::InitialList);
+    let queued = c.inner.core.queue.snapshot(10).queued;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(
+        (queued[0].priority, queued[0].reasons.clone()),
+        (Priority::Low, vec!["initial list".into()])
+    );
+    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    c.inner.core.queue.done(&ObjectKey::new("default", "agent"));
+    assert_eq!(woken.priority, Priority::Low);
+
+    let added = Arc::new(new_node("kwok-node-2", None));
+    c.on_node(&Change::Added(added), Origin::Watch);
+    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    assert_eq!(woken.reasons, ["node kwok-node-2 added"]);
+    assert_eq!(woken.priority, Priority::Fresh);
 }

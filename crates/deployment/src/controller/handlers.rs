@@ -1,9 +1,11 @@
 //! Informer events → Deployment keys (upstream's add/update/delete handlers of deployments, ReplicaSets
 //! and pods). Which Deployments a ReplicaSet event wakes is the runtime's `Owners::to_wake`; a deleted
 //! ReplicaSet wakes its controller, a deleted pod the Recreate Deployment that may be waiting for it.
+//! Every key is queued with why, in words (`wake::wake`: only live watch events are described; lists
+//! and resyncs queue at low priority).
 
-use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::informers::Change;
+use mini_kcm_runtime::controller::wake::{self, wake};
+use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
@@ -16,70 +18,82 @@ impl DeploymentController {
         self.inner
             .core
             .objects
-            .add_handler(move |change: &Change<DeploymentObject>| {
-                // Every change (spec, status, even deletion) is worth a sync.
-                let d = match change {
-                    Change::Added(d) | Change::Deleted(d) => d,
-                    Change::Updated { new, .. } => new,
-                };
-                c.enqueue(d);
+            .add_handler(move |change: &Change<DeploymentObject>, origin| {
+                c.on_deployment(change, origin)
             });
         let c = self.clone();
         self.inner
             .replica_sets
-            .add_handler(move |change: &Change<ReplicaSetObject>| c.on_replica_set(change));
+            .add_handler(move |change: &Change<ReplicaSetObject>, origin| {
+                c.on_replica_set(change, origin)
+            });
         let c = self.clone();
         self.inner
             .pods
-            .add_handler(move |change: &Change<CachedPod>| {
+            .add_handler(move |change: &Change<CachedPod>, origin| {
                 if let Change::Deleted(pod) = change {
-                    c.pod_deleted(pod);
+                    c.pod_deleted(pod, origin);
                 }
             });
     }
 
-    pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>) {
+    /// Every change of a Deployment (spec, status, even deletion) is worth a sync.
+    pub(crate) fn on_deployment(&self, change: &Change<DeploymentObject>, origin: Origin) {
+        let (d, why) = match change {
+            Change::Added(d) => (d, wake(origin, || wake::added("Deployment", &d.metadata))),
+            Change::Updated { old, new } => (
+                new,
+                wake(origin, || {
+                    wake::updated("Deployment", &old.metadata, &new.metadata)
+                }),
+            ),
+            Change::Deleted(d) => (d, wake(origin, || wake::deleted("Deployment", &d.metadata))),
+        };
+        self.inner.core.enqueue(d, why);
+    }
+
+    pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>, origin: Origin) {
         match change {
-            Change::Added(rs) => self.wake_owners(None, rs),
+            Change::Added(rs) => {
+                let owners = self.inner.core.objects.to_wake(None, &rs.metadata);
+                self.inner.core.enqueue_all(owners.all(), || {
+                    wake(origin, || wake::added("ReplicaSet", &rs.metadata))
+                });
+            }
             Change::Updated { old, new } => {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                self.wake_owners(Some(old), new);
+                let owners = self
+                    .inner
+                    .core
+                    .objects
+                    .to_wake(Some(&old.metadata), &new.metadata);
+                self.inner.core.enqueue_all(owners.all(), || {
+                    wake(origin, || {
+                        wake::updated("ReplicaSet", &old.metadata, &new.metadata)
+                    })
+                });
             }
             Change::Deleted(rs) => {
                 if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata) {
-                    self.enqueue(&d);
+                    let why = wake(origin, || wake::deleted("ReplicaSet", &rs.metadata));
+                    self.inner.core.enqueue(&d, why);
                 }
             }
         }
     }
 
-    /// Wakes the Deployments a ReplicaSet added (`old` is `None`) or updated concerns (`Owners::to_wake`).
-    fn wake_owners(&self, old: Option<&ReplicaSetObject>, new: &ReplicaSetObject) {
-        let wake = self
-            .inner
-            .core
-            .objects
-            .to_wake(old.map(|rs| &rs.metadata), &new.metadata);
-        for d in wake.all() {
-            self.enqueue(d);
-        }
-    }
-
     /// A Recreate rollout waits until no old pod runs: each pod deletion may be the last one.
-    pub(crate) fn pod_deleted(&self, pod: &CachedPod) {
+    pub(crate) fn pod_deleted(&self, pod: &CachedPod, origin: Origin) {
         let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
             return;
         };
         if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata)
             && strategy_type(&d) == RECREATE_STRATEGY
         {
-            self.enqueue(&d);
+            let why = wake(origin, || wake::deleted("pod", &pod.metadata));
+            self.inner.core.enqueue(&d, why);
         }
-    }
-
-    pub(crate) fn enqueue(&self, d: &DeploymentObject) {
-        self.inner.core.queue.add(ObjectKey::of(&d.metadata));
     }
 }

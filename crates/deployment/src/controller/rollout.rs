@@ -483,7 +483,7 @@ impl<'a> Rollout<'a> {
         }
         if !status_needs_write(self.d.status.as_ref(), &status) {
             let delay = requeue_after_for_progress(&self.d, &status, now).queue_delay();
-            return Ok(Requeue::after(delay));
+            return Ok(Requeue::after(delay, "the progress deadline passes"));
         }
         self.write_status(status).await?;
         Ok(Requeue::Never)

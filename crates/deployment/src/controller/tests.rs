@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::{ControllerOptions, ObjectKey, Requeue, SyncKeyError, sync_key};
-use mini_kcm_runtime::informers::{Change, SharedInformers};
+use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::pods::cached::CachedPod;
 
@@ -77,7 +77,7 @@ async fn a_replica_set_event_wakes_only_its_controller() {
         .objects
         .cache_insert(deployment("second", 1, 1, 0));
     let owned = replica_set(&first, "rs", Some(("apps/v1", "second")));
-    c.on_replica_set(&Change::Added(Arc::new(owned)));
+    c.on_replica_set(&Change::Added(Arc::new(owned)), Origin::Watch);
     assert_eq!(drain(&c).await, ["default/second"]);
 }
 
@@ -93,7 +93,10 @@ async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
     let mut elsewhere = deployment("elsewhere", 1, 1, 0);
     elsewhere.metadata.namespace = Some("other".into());
     c.inner.core.objects.cache_insert(elsewhere);
-    c.on_replica_set(&Change::Added(Arc::new(replica_set(&first, "rs", None))));
+    c.on_replica_set(
+        &Change::Added(Arc::new(replica_set(&first, "rs", None))),
+        Origin::Watch,
+    );
     assert_eq!(drain(&c).await, ["default/first", "default/second"]);
 }
 
@@ -107,7 +110,7 @@ async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_our
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].uid = "copy-uid".into();
     }
-    c.on_replica_set(&Change::Added(Arc::new(foreign)));
+    c.on_replica_set(&Change::Added(Arc::new(foreign)), Origin::Watch);
     assert!(drain(&c).await.is_empty());
 }
 
@@ -118,7 +121,7 @@ async fn a_reference_is_resolved_by_kind_name_and_uid_whatever_its_group_version
     c.inner.core.objects.cache_insert(d.clone());
     // As upstream, a reference written with an older API group still names the owner by its UID.
     let legacy = replica_set(&d, "rs", Some(("extensions/v1beta1", "web")));
-    c.on_replica_set(&Change::Added(Arc::new(legacy)));
+    c.on_replica_set(&Change::Added(Arc::new(legacy)), Origin::Watch);
     assert_eq!(drain(&c).await, ["default/web"]);
 }
 
@@ -144,7 +147,7 @@ async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
             "web-hash",
             "uid-web-hash",
         );
-        c.pod_deleted(&pod);
+        c.pod_deleted(&pod, Origin::Watch);
         assert_eq!(drain(&c).await, expected, "recreate: {strategy_recreate}");
     }
 }
@@ -213,5 +216,40 @@ async fn selecting_everything_only_observes_the_generation() {
     assert!(
         matches!(err, SyncKeyError::Failed(SyncError::UpdateStatus(_))),
         "{err}"
+    );
+}
+
+#[tokio::test]
+async fn what_wakes_a_deployment_is_said_in_words() {
+    let c = controller();
+    let d = deployment("web", 1, 1, 0);
+    c.inner.core.objects.cache_insert(d.clone());
+    let mut old = replica_set(&d, "web-7d9f", Some(("apps/v1", "web")));
+    old.metadata.resource_version = Some("3".into());
+    let mut new = old.clone();
+    new.metadata.resource_version = Some("4".into());
+    c.on_replica_set(
+        &Change::Updated {
+            old: Arc::new(old),
+            new: Arc::new(new),
+        },
+        Origin::Watch,
+    );
+    let mut scaled = d.clone();
+    scaled.metadata.generation = Some(3);
+    c.on_deployment(
+        &Change::Updated {
+            old: Arc::new(d),
+            new: Arc::new(scaled),
+        },
+        Origin::Watch,
+    );
+    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    assert_eq!(
+        woken.reasons,
+        [
+            "ReplicaSet web-7d9f status changed",
+            "Deployment web spec changed (generation 3)"
+        ]
     );
 }

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use mini_kcm_runtime::api_errors::{error_message, is_not_found};
-use mini_kcm_runtime::controller::{ObjectKey, Requeue};
+use mini_kcm_runtime::controller::{ObjectKey, Requeue, wake};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::expectations::waiting_reason;
@@ -150,7 +150,7 @@ impl ReplicaSetController {
                 Timestamp::now(),
             )
             .unwrap_or(fallback);
-            return Ok(Requeue::After(delay));
+            return Ok(Requeue::After(delay, wake::POD_BECOMES_AVAILABLE));
         }
         Ok(Requeue::Never)
     }

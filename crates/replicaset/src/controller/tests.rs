@@ -12,10 +12,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::informers::{Change, SharedInformers};
+use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
+use mini_kcm_workqueue::Priority;
 
 use super::{DEFAULT_WORKERS, ReplicaSetController, SyncError};
 use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
@@ -188,7 +189,7 @@ async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_se
     c.inner.expectations.expect_creations(&key("ns/second"), 1);
 
     let owned = std::sync::Arc::new(pod("p", "web", Some(("second", "uid-2"))));
-    c.on_pod(&Change::Added(owned));
+    c.on_pod(&Change::Added(owned), Origin::Watch);
     assert!(
         c.inner
             .expectations
@@ -219,9 +220,10 @@ async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
         .objects
         .cache_insert(replica_set("other", "uid-3", 1, "db"));
     c.inner.expectations.expect_creations(&key("ns/first"), 1);
-    c.on_pod(&Change::Added(std::sync::Arc::new(pod(
-        "orphan", "web", None,
-    ))));
+    c.on_pod(
+        &Change::Added(std::sync::Arc::new(pod("orphan", "web", None))),
+        Origin::Watch,
+    );
     assert_eq!(c.inner.core.queue.len(), 2);
     assert!(
         !c.inner
@@ -243,7 +245,7 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
         refs[0].api_version = "minikcm.dev/v1".into();
     }
     c.inner.expectations.expect_creations(&key("ns/web"), 1);
-    c.on_pod(&Change::Added(std::sync::Arc::new(foreign)));
+    c.on_pod(&Change::Added(std::sync::Arc::new(foreign)), Origin::Watch);
     assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
     assert_eq!(c.inner.core.queue.len(), 0);
 }
@@ -253,7 +255,7 @@ async fn deleting_a_replica_set_forgets_its_expectations() {
     let c = controller();
     let rs = replica_set("web", "rs-uid", 1, "web");
     c.inner.expectations.expect_creations(&key("ns/web"), 5);
-    c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)));
+    c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)), Origin::Watch);
     assert!(c.inner.expectations.get(&key("ns/web")).is_none());
     // The sync of a ReplicaSet that is gone does nothing and succeeds.
     let requeue = sync_key(&c, &key("ns/web")).await.expect("gone");
@@ -274,15 +276,86 @@ async fn a_graceful_deletion_is_counted_once() {
     let mut terminating = before.clone();
     terminating.metadata.resource_version = Some("3".into());
     terminating.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
-    c.on_pod(&Change::Updated {
-        old: std::sync::Arc::new(before),
-        new: std::sync::Arc::new(terminating.clone()),
-    });
+    c.on_pod(
+        &Change::Updated {
+            old: std::sync::Arc::new(before),
+            new: std::sync::Arc::new(terminating.clone()),
+        },
+        Origin::Watch,
+    );
     assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
     c.inner
         .expectations
         .expect_deletions(&key("ns/web"), vec![key("ns/other")]);
     // The final delete of the same pod must not count for another expected deletion.
-    c.on_pod(&Change::Deleted(std::sync::Arc::new(terminating)));
+    c.on_pod(
+        &Change::Deleted(std::sync::Arc::new(terminating)),
+        Origin::Watch,
+    );
     assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
+}
+
+/// `pod` before it turned Ready (an older resourceVersion).
+fn not_ready(mut pod: CachedPod) -> CachedPod {
+    pod.metadata.resource_version = Some("1".into());
+    if let Some(status) = pod.status.as_mut() {
+        status.conditions = Some(vec![PodCondition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            ..Default::default()
+        }]);
+    }
+    pod
+}
+
+#[tokio::test]
+async fn a_pod_turning_ready_wakes_its_replica_set_saying_so() {
+    let c = controller();
+    let mut rs = replica_set("web", "rs-uid", 1, "web");
+    rs.spec.min_ready_seconds = Some(10);
+    c.inner.core.objects.cache_insert(rs);
+    let ready = pod("web-7d9f-x", "web", Some(("web", "rs-uid")));
+    c.on_pod(
+        &Change::Updated {
+            old: std::sync::Arc::new(not_ready(ready.clone())),
+            new: std::sync::Arc::new(ready),
+        },
+        Origin::Watch,
+    );
+    let (woken_key, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    assert_eq!(woken_key, key("ns/web"));
+    assert_eq!(woken.reasons, ["pod web-7d9f-x became Ready (update)"]);
+    assert_eq!(woken.priority, Priority::Fresh);
+    // The recheck for minReadySeconds says why too.
+    let waiting = c.inner.core.queue.snapshot(10).waiting;
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+}
+
+#[tokio::test]
+async fn keys_from_the_initial_list_are_low_priority_and_say_so() {
+    let c = controller();
+    let rs = std::sync::Arc::new(replica_set("web", "rs-uid", 1, "web"));
+    c.inner.core.objects.cache_insert(rs.as_ref().clone());
+    c.on_replica_set(&Change::Added(rs.clone()), Origin::InitialList);
+    let owned = pod("web-1", "web", Some(("web", "rs-uid")));
+    c.on_pod(
+        &Change::Added(std::sync::Arc::new(owned)),
+        Origin::InitialList,
+    );
+    let queued = c.inner.core.queue.snapshot(10).queued;
+    assert_eq!(queued.len(), 1, "coalesced: {queued:?}");
+    assert_eq!(queued[0].priority, Priority::Low);
+    assert_eq!(queued[0].reasons, ["initial list"]);
+    // A live event makes it fresh, and says what happened.
+    c.on_pod(
+        &Change::Deleted(std::sync::Arc::new(pod(
+            "web-1",
+            "web",
+            Some(("web", "rs-uid")),
+        ))),
+        Origin::Watch,
+    );
+    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    assert_eq!(woken.priority, Priority::Fresh);
+    assert_eq!(woken.reasons, ["initial list", "pod web-1 deleted"]);
 }

@@ -2,9 +2,10 @@
 //! only where their algorithms differ.
 //!
 //! A controller here is upstream's shape: event handlers map informer events to [`ObjectKey`]s of the
-//! objects it manages (finding owners through [`Owners`]; [`Owners::to_wake`] routes a child's event), a
-//! work queue hands each key to one worker at a time (`crate::worker::run_workers`), and a sync reads a
-//! snapshot from the caches, decides (pure code in the controller's crate) and writes.
+//! objects it manages (finding owners through [`Owners`]; [`Owners::to_wake`] routes a child's event;
+//! [`wake`] says why, in words, and how urgently), a work queue hands each key to one worker at a time
+//! (`crate::worker::run_workers`), and a sync reads a snapshot from the caches, decides (pure code in the
+//! controller's crate) and writes.
 //!
 //! [`ControllerCore`] holds what every controller has and runs it: the workers, the prologue of each
 //! sync ("object gone" handled once) and, through `crate::worker`, the one decision of what becomes of
@@ -17,6 +18,7 @@ mod core;
 pub(crate) mod key;
 mod owners;
 mod to_wake;
+pub mod wake;
 
 use futures::future::BoxFuture;
 

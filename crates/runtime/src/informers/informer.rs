@@ -28,7 +28,35 @@ pub enum Change<K> {
     Deleted(Arc<K>),
 }
 
-type Handler<K> = Arc<dyn Fn(&Change<K>) + Send + Sync>;
+/// Where a change comes from. A handler passes it on with the keys it queues: a live watch event is
+/// news, the rest re-deliver what the cache may already have shown (the queue hands those keys out
+/// after fresh ones; see `crate::controller::wake`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An event of the running watch: something just changed.
+    Watch,
+    /// The first full list, every object as `Added`.
+    InitialList,
+    /// A full list after the watch had to restart: what changed meanwhile, and every other object
+    /// as an update to itself.
+    Relist,
+    /// The periodic resync: every cached object as an update to itself.
+    Resync,
+}
+
+impl Origin {
+    /// A few words for people: `"watch"`, `"initial list"`, `"relist"`, `"resync"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Watch => "watch",
+            Origin::InitialList => "initial list",
+            Origin::Relist => "relist",
+            Origin::Resync => "resync",
+        }
+    }
+}
+
+type Handler<K> = Arc<dyn Fn(&Change<K>, Origin) + Send + Sync>;
 
 /// A named secondary index of an informer.
 pub struct Indexer<K> {
@@ -125,10 +153,11 @@ where
 }
 
 impl<K: Resource> Informer<K> {
-    /// Registers a change handler. Handlers run on the informer's task, after the cache is updated, so
-    /// they must be quick (enqueue keys, update expectations). Register before the informer runs: a
-    /// late handler does not see the objects listed before it was added.
-    pub fn add_handler(&self, handler: impl Fn(&Change<K>) + Send + Sync + 'static) {
+    /// Registers a change handler, told each change and where it comes from. Handlers run on the
+    /// informer's task, after the cache is updated, so they must be quick (enqueue keys, update
+    /// expectations). Register before the informer runs: a late handler does not see the objects
+    /// listed before it was added.
+    pub fn add_handler(&self, handler: impl Fn(&Change<K>, Origin) + Send + Sync + 'static) {
         if let Ok(mut handlers) = self.inner.handlers.write() {
             handlers.push(Arc::new(handler));
         }
@@ -228,7 +257,7 @@ impl<K: Resource> Informer<K> {
         f(&mut guard)
     }
 
-    fn notify(&self, changes: &[Change<K>]) {
+    fn notify(&self, changes: &[Change<K>], origin: Origin) {
         let handlers: Vec<Handler<K>> = self
             .inner
             .handlers
@@ -237,7 +266,7 @@ impl<K: Resource> Informer<K> {
             .unwrap_or_default();
         for change in changes {
             for handler in &handlers {
-                handler(change);
+                handler(change, origin);
             }
         }
     }
@@ -303,7 +332,7 @@ where
                 () = resync_due => {
                     let changes = self.resync();
                     tracing::debug!(kind = %self.inner.kind, objects = changes.len(), "resync");
-                    self.notify(&changes);
+                    self.notify(&changes, Origin::Resync);
                     next_resync = period.and_then(|p| tokio::time::Instant::now().checked_add(p));
                     continue;
                 }
@@ -329,13 +358,18 @@ where
                     if let Some(newest) = newest {
                         self.observe(newest.as_ref());
                     }
+                    let origin = if self.has_synced() {
+                        Origin::Relist
+                    } else {
+                        Origin::InitialList
+                    };
                     if !self.has_synced() {
                         tracing::debug!(kind = %self.inner.kind, objects = self.len(), "informer synced");
                         next_resync =
                             period.and_then(|p| tokio::time::Instant::now().checked_add(p));
                     }
                     self.inner.synced.send_replace(true);
-                    self.notify(&changes);
+                    self.notify(&changes, origin);
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     let object = Arc::new((self.inner.keep)(object));
@@ -345,7 +379,7 @@ where
                         Some(old) => Change::Updated { old, new: object },
                         None => Change::Added(object),
                     };
-                    self.notify(&[change]);
+                    self.notify(&[change], Origin::Watch);
                 }
                 Ok(watcher::Event::Delete(object)) => {
                     self.observe(&object);
@@ -353,7 +387,7 @@ where
                     let last = self
                         .write(|s| s.remove(&key))
                         .unwrap_or_else(|| Arc::new((self.inner.keep)(object)));
-                    self.notify(&[Change::Deleted(last)]);
+                    self.notify(&[Change::Deleted(last)], Origin::Watch);
                 }
                 Err(e) => {
                     self.inner.watch_errors.fetch_add(1, Ordering::Relaxed);
@@ -459,6 +493,20 @@ mod tests {
     fn fed_informer(
         resync: Option<Duration>,
     ) -> (Informer<CachedPod>, EventSender, Arc<Mutex<Vec<String>>>) {
+        let (informer, tx, log, _origins) = fed_informer_with_origins(resync);
+        (informer, tx, log)
+    }
+
+    /// [`fed_informer`], also recording where each change came from.
+    #[allow(clippy::type_complexity)]
+    fn fed_informer_with_origins(
+        resync: Option<Duration>,
+    ) -> (
+        Informer<CachedPod>,
+        EventSender,
+        Arc<Mutex<Vec<String>>>,
+        Arc<Mutex<Vec<Origin>>>,
+    ) {
         let (tx, rx) = futures::channel::mpsc::unbounded();
         let informer = Informer::new(
             rx.boxed(),
@@ -468,11 +516,15 @@ mod tests {
             CachedPod::trimmed,
         );
         let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = log.clone();
-        informer.add_handler(move |c: &Change<CachedPod>| sink.lock().unwrap().push(describe(c)));
+        let origins = Arc::new(Mutex::new(Vec::new()));
+        let (sink, origin_sink) = (log.clone(), origins.clone());
+        informer.add_handler(move |c: &Change<CachedPod>, origin| {
+            sink.lock().unwrap().push(describe(c));
+            origin_sink.lock().unwrap().push(origin);
+        });
         let runner = informer.clone();
         tokio::spawn(runner.run());
-        (informer, tx, log)
+        (informer, tx, log, origins)
     }
 
     fn list(tx: &EventSender, pods: &[(&str, &str)]) {
@@ -613,7 +665,7 @@ mod tests {
         let informer = informer();
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = log.clone();
-        informer.add_handler(move |c: &Change<CachedPod>| {
+        informer.add_handler(move |c: &Change<CachedPod>, _| {
             let tag = match c {
                 Change::Added(_) => "add",
                 Change::Updated { .. } => "update",
@@ -622,12 +674,36 @@ mod tests {
             sink.lock().unwrap().push(tag);
         });
         let changes = informer.replace(HashMap::from([("ns/a".to_string(), pod("a", "1"))]));
-        informer.notify(&changes);
+        informer.notify(&changes, Origin::InitialList);
         let changes = informer.replace(HashMap::new());
-        informer.notify(&changes);
+        informer.notify(&changes, Origin::Relist);
         assert_eq!(*log.lock().unwrap(), vec!["add", "delete"]);
         informer.observe(pod("a", "42").as_ref());
         informer.observe(pod("a", "7").as_ref());
         assert_eq!(informer.observed_resource_version(), 42);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn handlers_are_told_where_each_change_comes_from() {
+        let period = Duration::from_secs(60);
+        let (_informer, tx, log, origins) = fed_informer_with_origins(Some(period));
+        let take = || std::mem::take(&mut *origins.lock().unwrap());
+        list(&tx, &[("a", "1"), ("b", "2")]);
+        settle().await;
+        assert_eq!(take(), [Origin::InitialList, Origin::InitialList]);
+        tx.unbounded_send(Ok(watcher::Event::Apply(pod("a", "3").as_ref().clone())))
+            .unwrap();
+        tx.unbounded_send(Ok(watcher::Event::Delete(pod("b", "4").as_ref().clone())))
+            .unwrap();
+        settle().await;
+        assert_eq!(take(), [Origin::Watch, Origin::Watch]);
+        // The watch restarted and listed again: a real change (c is new) is still a relist.
+        list(&tx, &[("a", "3"), ("c", "5")]);
+        settle().await;
+        assert_eq!(take(), [Origin::Relist, Origin::Relist]);
+        tokio::time::sleep(period + Duration::from_millis(1)).await;
+        settle().await;
+        assert_eq!(take(), [Origin::Resync, Origin::Resync]);
+        assert_eq!(log.lock().unwrap().len(), 8);
     }
 }

@@ -11,6 +11,7 @@
 //!   pods get the same watch.
 //! - [`Change`]: what handlers see: added, updated (old and new), deleted. Deletions that happened while
 //!   the watch was down are found when the informer relists, and reported as [`Change::Deleted`] too.
+//!   Each comes with its [`Origin`]: a live watch event, the initial list, a relist or a resync.
 //! - [`with_watch_backoff`]: how soon a failed watch tries again ([`WatchBackoff`], [`RetryBudget`]):
 //!   within 2 s, and at once after a 410 Gone, so informers resume promptly after an API server restart.
 
@@ -21,4 +22,4 @@ mod store;
 
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 pub use factory::{SharedInformers, Watched};
-pub use informer::{Change, Indexer, Informer};
+pub use informer::{Change, Indexer, Informer, Origin};
