@@ -51,7 +51,7 @@ impl PodWork {
             },
             Scenario::Daemonset => PodWork::OnEveryNode,
             // The fresh change is a scale by one: one pod.
-            Scenario::FreshUnderLoad => PodWork::Create { pods: 1 },
+            Scenario::FreshUnderLoad | Scenario::Failover => PodWork::Create { pods: 1 },
         }
     }
 }

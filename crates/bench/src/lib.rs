@@ -18,6 +18,7 @@
 
 mod audit;
 mod error;
+mod failover;
 mod floor;
 mod fresh;
 mod report;
@@ -39,6 +40,7 @@ use mini_kcm_local_plane::{
 };
 
 pub use error::BenchError;
+pub use failover::{FailoverReport, FailoverRun};
 pub use fresh::{FreshReport, FreshRun};
 pub use report::{Report, RunResult, ScenarioResult};
 pub use scenario::{Scenario, Size, Sizes};
@@ -155,10 +157,17 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     let mut done_runs = 0u32;
     let mut scenarios = Vec::new();
     let mut fresh_under_load = None;
+    let mut failover = None;
     for &scenario in &args.scenarios {
         if scenario == Scenario::FreshUnderLoad {
             // Its own runs: one population, three sides (see fresh.rs).
             fresh_under_load = Some(fresh::run(&ctx, args.rounds, args.baseline, limits).await?);
+            done_runs += args.rounds * runs_per_round;
+            continue;
+        }
+        if scenario == Scenario::Failover {
+            // Its own runs: two replicas per side (see failover.rs).
+            failover = Some(failover::run(&ctx, args.rounds, args.baseline).await?);
             done_runs += args.rounds * runs_per_round;
             continue;
         }
@@ -250,11 +259,15 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         total_seconds: begun.elapsed().as_secs_f64(),
         scenarios,
         fresh_under_load,
+        failover,
     };
     let files = report::write_files(&report, &args.out)?;
     print!("{}", report::table(&report));
     if let Some(fresh) = &report.fresh_under_load {
         print!("{}", fresh::table(fresh));
+    }
+    if let Some(failover) = &report.failover {
+        print!("{}", failover::table(failover));
     }
     for file in files {
         eprintln!("bench: wrote {}", file.display());

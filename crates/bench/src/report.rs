@@ -110,6 +110,8 @@ pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
     /// `--scenarios fresh-under-load`, which compares three sides in runs of its own (`fresh.rs`).
     pub fresh_under_load: Option<crate::fresh::FreshReport>,
+    /// `--scenarios failover` (`failover.rs`).
+    pub failover: Option<crate::failover::FailoverReport>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -397,6 +399,7 @@ mod tests {
             plane_startup_seconds: 1.0,
             total_seconds: 2.0,
             fresh_under_load: None,
+            failover: None,
             scenarios: vec![ScenarioResult {
                 scenario: Scenario::ScaleUp,
                 description: "0→20 pods".into(),

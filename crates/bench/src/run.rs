@@ -415,9 +415,9 @@ async fn drive(
             deployments_done(sizes.rollouts).await?;
             Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
         }
-        Scenario::FreshUnderLoad => Err(BenchError::io(
-            "fresh-under-load",
-            std::io::Error::other("runs through fresh.rs, not as one side's scenario"),
+        Scenario::FreshUnderLoad | Scenario::Failover => Err(BenchError::io(
+            scenario.name(),
+            std::io::Error::other("runs through a module of its own, not as one side's scenario"),
         )),
     }
 }

@@ -35,6 +35,9 @@ pub enum Scenario {
     /// A start with every Deployment's status stale, and one scale made at the first write: how long
     /// that fresh change waits behind the initial flood (`fresh.rs`; not in the default list).
     FreshUnderLoad,
+    /// Two leader-elected replicas; the leader is killed and a Deployment scaled at once: how long until
+    /// the standby has reconciled the change (`failover.rs`; not in the default list).
+    Failover,
 }
 
 impl Scenario {
@@ -54,6 +57,7 @@ impl Scenario {
             Scenario::Steady => "steady",
             Scenario::ConcurrentRollouts => "concurrent-rollouts",
             Scenario::FreshUnderLoad => "fresh-under-load",
+            Scenario::Failover => "failover",
         }
     }
 
@@ -77,6 +81,12 @@ impl Scenario {
             Scenario::FreshUnderLoad => format!(
                 "a scale during the initial flood of {} stale Deployments",
                 sizes.fresh_deployments
+            ),
+            Scenario::Failover => format!(
+                "a scale at the leader's crash, {} pods cached",
+                sizes
+                    .failover_deployments
+                    .saturating_mul(sizes.failover_pods_per_deployment)
             ),
         }
     }
@@ -112,6 +122,9 @@ pub struct Sizes {
     /// Deployments of the fresh-under-load population, and their pods each.
     pub fresh_deployments: u32,
     pub fresh_pods_per_deployment: u32,
+    /// Deployments of the failover population, and their pods each.
+    pub failover_deployments: u32,
+    pub failover_pods_per_deployment: u32,
     /// How long a run idles after its scenario is done before steady RSS and idle CPU are read.
     #[serde(serialize_with = "seconds")]
     pub settle: Duration,
@@ -136,6 +149,8 @@ impl Sizes {
                 pods_per_rollout: 5,
                 fresh_deployments: 40,
                 fresh_pods_per_deployment: 2,
+                failover_deployments: 5,
+                failover_pods_per_deployment: 2,
                 settle: Duration::from_secs(1),
                 timeout: Duration::from_secs(180),
             },
@@ -148,6 +163,8 @@ impl Sizes {
                 pods_per_rollout: 25,
                 fresh_deployments: 1000,
                 fresh_pods_per_deployment: 10,
+                failover_deployments: 100,
+                failover_pods_per_deployment: 50,
                 settle: Duration::from_secs(30),
                 timeout: Duration::from_secs(1200),
             },

@@ -148,6 +148,12 @@ impl ManagedProcess {
         tracing::debug!(component = %self.name, "stopped");
     }
 
+    /// SIGKILL at once, as a crash (no chance to hand anything over); reaps the child.
+    pub fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+
     /// [`ManagedProcess::stop`] for code that cannot await (teardown from `Drop`).
     pub(crate) fn stop_blocking(mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
