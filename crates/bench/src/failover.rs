@@ -22,10 +22,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use mini_kcm_local_plane::ManagedProcess;
-use serde::Serialize;
 use serde_json::json;
 
 use crate::error::BenchError;
+use crate::report::{FailoverReport, FailoverRun};
 use crate::run::{
     Context, create_all, create_namespace, delete_namespace, deployment_done, run_user,
 };
@@ -35,29 +35,6 @@ use crate::stats::median;
 
 /// How often the Lease, the log files and the objects are polled while waiting.
 const POLL: Duration = Duration::from_millis(50);
-
-/// One side in one round; every time is in seconds from the kill.
-#[derive(Debug, Clone, Serialize)]
-pub struct FailoverRun {
-    pub side: Side,
-    pub round: u32,
-    /// The old leader's last renewal plus the Lease's duration: the earliest anyone may take over.
-    pub lease_expired_seconds: f64,
-    /// The standby holds the Lease.
-    pub lease_taken_seconds: f64,
-    /// The standby's first write for the change: the Deployment's ReplicaSet scaled.
-    pub first_write_seconds: f64,
-    /// The Deployment complete with its new size.
-    pub reconciled_seconds: f64,
-}
-
-/// The scenario's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct FailoverReport {
-    pub deployments: u32,
-    pub pods_per_deployment: u32,
-    pub runs: Vec<FailoverRun>,
-}
 
 /// Every side, `rounds` times.
 pub(crate) async fn run(

@@ -23,10 +23,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
-use serde::Serialize;
 use serde_json::json;
 
 use crate::error::BenchError;
+use crate::report::{FreshReport, FreshRun};
 use crate::run::{
     Context, create_all, create_namespace, delete_namespace, deployment_done, run_user,
 };
@@ -36,30 +36,6 @@ use crate::stats::median;
 
 /// Concurrent requests of the bench's own client while it makes statuses stale.
 const STALE_CONCURRENCY: usize = 32;
-
-/// One side in one round.
-#[derive(Debug, Clone, Serialize)]
-pub struct FreshRun {
-    pub side: Side,
-    pub round: u32,
-    /// The Deployment scaled in this run.
-    pub scaled: String,
-    /// From starting the process until its first restored status was seen.
-    pub first_write_seconds: f64,
-    /// From the scale until the scaled Deployment was complete with its new size.
-    pub fresh_change_seconds: f64,
-    /// From starting the process until every Deployment was complete again.
-    pub flood_done_seconds: f64,
-}
-
-/// The scenario's result: its size and every run.
-#[derive(Debug, Clone, Serialize)]
-pub struct FreshReport {
-    pub deployments: u32,
-    pub pods_per_deployment: u32,
-    pub limits: ClientLimits,
-    pub runs: Vec<FreshRun>,
-}
 
 /// The sides this scenario compares: mini-kcm with and without priorities, and the baseline.
 pub(crate) fn sides(baseline: Side) -> [Side; 3] {

@@ -40,9 +40,9 @@ use mini_kcm_local_plane::{
 };
 
 pub use error::BenchError;
-pub use failover::{FailoverReport, FailoverRun};
-pub use fresh::{FreshReport, FreshRun};
-pub use report::{Report, RunResult, ScenarioResult};
+pub use report::{
+    FailoverReport, FailoverRun, FreshReport, FreshRun, Report, RunResult, ScenarioResult,
+};
 pub use scenario::{Scenario, Size, Sizes};
 pub use side::{ClientLimits, Side};
 

@@ -109,9 +109,60 @@ pub struct Report {
     pub total_seconds: f64,
     pub scenarios: Vec<ScenarioResult>,
     /// `--scenarios fresh-under-load`, which compares three sides in runs of its own (`fresh.rs`).
-    pub fresh_under_load: Option<crate::fresh::FreshReport>,
+    pub fresh_under_load: Option<FreshReport>,
     /// `--scenarios failover` (`failover.rs`).
-    pub failover: Option<crate::failover::FailoverReport>,
+    pub failover: Option<FailoverReport>,
+}
+
+// ---- fresh-under-load (`fresh.rs`) ----
+
+/// One side in one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreshRun {
+    pub side: Side,
+    pub round: u32,
+    /// The Deployment scaled in this run.
+    pub scaled: String,
+    /// From starting the process until its first restored status was seen.
+    pub first_write_seconds: f64,
+    /// From the scale until the scaled Deployment was complete with its new size.
+    pub fresh_change_seconds: f64,
+    /// From starting the process until every Deployment was complete again.
+    pub flood_done_seconds: f64,
+}
+
+/// The scenario's result: its size and every run.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreshReport {
+    pub deployments: u32,
+    pub pods_per_deployment: u32,
+    pub limits: ClientLimits,
+    pub runs: Vec<FreshRun>,
+}
+
+// ---- failover (`failover.rs`) ----
+
+/// One side in one round; every time is in seconds from the kill.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailoverRun {
+    pub side: Side,
+    pub round: u32,
+    /// The old leader's last renewal plus the Lease's duration: the earliest anyone may take over.
+    pub lease_expired_seconds: f64,
+    /// The standby holds the Lease.
+    pub lease_taken_seconds: f64,
+    /// The standby's first write for the change: the Deployment's ReplicaSet scaled.
+    pub first_write_seconds: f64,
+    /// The Deployment complete with its new size.
+    pub reconciled_seconds: f64,
+}
+
+/// The scenario's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailoverReport {
+    pub deployments: u32,
+    pub pods_per_deployment: u32,
+    pub runs: Vec<FailoverRun>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
