@@ -269,8 +269,14 @@ pub(crate) fn table(report: &FailoverReport) -> String {
         report.deployments, report.pods_per_deployment
     );
     out.push_str(&format!(
-        "{:<12} {:>12} {:>12} {:>14} {:>12} {:>22}\n",
-        "side", "Lease free", "Lease taken", "first write", "reconciled", "reconciled − Lease free"
+        "{:<12} {:>12} {:>12} {:>14} {:>12} {:>24} {:>25}\n",
+        "side",
+        "Lease free",
+        "Lease taken",
+        "first write",
+        "reconciled",
+        "reconciled − Lease free",
+        "reconciled − Lease taken"
     ));
     for side in [
         Side::MiniKcm,
@@ -286,13 +292,14 @@ pub(crate) fn table(report: &FailoverReport) -> String {
             |f: fn(&FailoverRun) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
         let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         out.push_str(&format!(
-            "{:<12} {:>12} {:>12} {:>14} {:>12} {:>22}\n",
+            "{:<12} {:>12} {:>12} {:>14} {:>12} {:>24} {:>25}\n",
             side.name(),
             show(of(|r| r.lease_expired_seconds)),
             show(of(|r| r.lease_taken_seconds)),
             show(of(|r| r.first_write_seconds)),
             show(of(|r| r.reconciled_seconds)),
             show(of(|r| r.reconciled_seconds - r.lease_expired_seconds)),
+            show(of(|r| r.reconciled_seconds - r.lease_taken_seconds)),
         ));
     }
     out
