@@ -27,10 +27,10 @@ use serde_json::json;
 use crate::error::BenchError;
 use crate::report::{FailoverReport, FailoverRun};
 use crate::run::{
-    Context, create_all, create_namespace, delete_namespace, deployment_done, run_user,
+    Context, create_all, create_namespace, delete_namespace, deployment_done, launch, run_user,
 };
 use crate::scenario::{ROLE_WORKLOAD, Scenario, deployment};
-use crate::side::{self, ClientLimits, Launch, Side};
+use crate::side::{self, ClientLimits, Side};
 use crate::stats::median;
 
 /// How often the Lease, the log files and the objects are polled while waiting.
@@ -77,18 +77,9 @@ fn start_replica(
 ) -> Result<(ManagedProcess, std::path::PathBuf), BenchError> {
     let name = format!("{namespace}-{replica}");
     let user = run_user(Scenario::Failover, side, round);
-    let kubeconfig = ctx.work_dir.join(format!("{name}.kubeconfig"));
-    side::write_impersonating_kubeconfig(&ctx.plane, &user, &kubeconfig)?;
-    let log = ctx.work_dir.join(format!("{name}.log"));
-    let launch = Launch {
-        mini_kcm_binary: ctx.mini_kcm_binary.clone(),
-        other_mini_kcm_binary: ctx.other_mini_kcm_binary.clone(),
-        kubeconfig,
-        limits: ClientLimits::UNTHROTTLED,
-        log: log.clone(),
-    };
+    let launch = launch(ctx, &name, &user, ClientLimits::UNTHROTTLED)?;
     let process = side::start_leader_elected(side, &ctx.plane, &launch, namespace, namespace)?;
-    Ok((process, log))
+    Ok((process, launch.log))
 }
 
 async fn one_run(ctx: &Context, side: Side, round: u32) -> Result<FailoverRun, BenchError> {

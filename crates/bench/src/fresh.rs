@@ -28,10 +28,10 @@ use serde_json::json;
 use crate::error::BenchError;
 use crate::report::{FreshReport, FreshRun};
 use crate::run::{
-    Context, create_all, create_namespace, delete_namespace, deployment_done, run_user,
+    Context, create_all, create_namespace, delete_namespace, deployment_done, launch, run_user,
 };
 use crate::scenario::{ROLE_LABEL, ROLE_WORKLOAD, Scenario, deployment};
-use crate::side::{self, ClientLimits, Launch, Side};
+use crate::side::{self, ClientLimits, Side};
 use crate::stats::median;
 
 /// Concurrent requests of the bench's own client while it makes statuses stale.
@@ -106,16 +106,7 @@ fn start(
 ) -> Result<mini_kcm_local_plane::ManagedProcess, BenchError> {
     let name = format!("{namespace}-{}-r{round}", side.name());
     let user = run_user(Scenario::FreshUnderLoad, side, round);
-    let kubeconfig = ctx.work_dir.join(format!("{name}.kubeconfig"));
-    side::write_impersonating_kubeconfig(&ctx.plane, &user, &kubeconfig)?;
-    let launch = Launch {
-        mini_kcm_binary: ctx.mini_kcm_binary.clone(),
-        other_mini_kcm_binary: ctx.other_mini_kcm_binary.clone(),
-        kubeconfig,
-        limits,
-        log: ctx.work_dir.join(format!("{name}.log")),
-    };
-    side::start(side, &ctx.plane, &launch)
+    side::start(side, &ctx.plane, &launch(ctx, &name, &user, limits)?)
 }
 
 /// Writes 0 ready and available replicas into every Deployment's status: what a controller finds after

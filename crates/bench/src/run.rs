@@ -109,15 +109,7 @@ pub(crate) async fn run_side(
     let timeout = ctx.sizes.timeout;
     create_namespace(&ctx.client, &namespace, timeout).await?;
 
-    let kubeconfig = ctx.work_dir.join(format!("{namespace}.kubeconfig"));
-    side::write_impersonating_kubeconfig(&ctx.plane, &user, &kubeconfig)?;
-    let launch = Launch {
-        mini_kcm_binary: ctx.mini_kcm_binary.clone(),
-        other_mini_kcm_binary: ctx.other_mini_kcm_binary.clone(),
-        kubeconfig,
-        limits,
-        log: ctx.work_dir.join(format!("{namespace}.log")),
-    };
+    let launch = launch(ctx, &namespace, &user, limits)?;
     let started = Instant::now();
     let mut process = side::start(side, &ctx.plane, &launch)?;
     let pid = process.pid();
@@ -177,6 +169,25 @@ pub(crate) async fn run_side(
         requests_writes: 0,
         requests: BTreeMap::new(),
         ready_pods,
+    })
+}
+
+/// How one process of a run starts: a kubeconfig impersonating `user` and a log, both named `name` in the
+/// work folder, and the client limits.
+pub(crate) fn launch(
+    ctx: &Context,
+    name: &str,
+    user: &str,
+    limits: ClientLimits,
+) -> Result<Launch, BenchError> {
+    let kubeconfig = ctx.work_dir.join(format!("{name}.kubeconfig"));
+    side::write_impersonating_kubeconfig(&ctx.plane, user, &kubeconfig)?;
+    Ok(Launch {
+        mini_kcm_binary: ctx.mini_kcm_binary.clone(),
+        other_mini_kcm_binary: ctx.other_mini_kcm_binary.clone(),
+        kubeconfig,
+        limits,
+        log: ctx.work_dir.join(format!("{name}.log")),
     })
 }
 

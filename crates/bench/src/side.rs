@@ -171,13 +171,7 @@ pub(crate) fn start_leader_elected(
         format!("--leader-elect-resource-name={lease}"),
         format!("--leader-elect-resource-namespace={namespace}"),
     ]);
-    Ok(ManagedProcess::spawn(
-        side.name(),
-        &program,
-        &args,
-        &[],
-        &launch.log,
-    )?)
+    spawn(side, &program, &args, launch)
 }
 
 pub(crate) fn start(
@@ -186,10 +180,19 @@ pub(crate) fn start(
     launch: &Launch,
 ) -> Result<ManagedProcess, BenchError> {
     let (program, args) = command(side, plane, launch);
+    spawn(side, &program, &args, launch)
+}
+
+fn spawn(
+    side: Side,
+    program: &std::path::Path,
+    args: &[String],
+    launch: &Launch,
+) -> Result<ManagedProcess, BenchError> {
     Ok(ManagedProcess::spawn(
         side.name(),
-        &program,
-        &args,
+        program,
+        args,
         &[],
         &launch.log,
     )?)
