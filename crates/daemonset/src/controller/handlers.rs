@@ -25,7 +25,6 @@ use mini_kcm_runtime::controller::{ObjectKey, ToWake};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::pods::ranking::is_pod_ready;
 use mini_kcm_workqueue::Wake;
 
 use super::DaemonSetController;
@@ -137,15 +136,14 @@ impl DaemonSetController {
         // Availability needs minReadySeconds of readiness: look again once it should be reached (one
         // second more, as upstream, so the check does not land a hair too early).
         if let Some(ds) = &owners.controller {
-            let min_ready = ds.spec.min_ready_seconds.unwrap_or(0);
-            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0) + 1);
-                self.inner.core.queue.add_after_woken(
-                    ObjectKey::of(&ds.metadata),
-                    delay,
-                    Wake::fresh(wake::POD_BECOMES_AVAILABLE),
-                );
-            }
+            let min_ready = ds.spec.min_ready_seconds;
+            let core = &self.inner.core;
+            core.recheck_when_available(
+                &ds.metadata,
+                min_ready,
+                (old, new),
+                Duration::from_secs(1),
+            );
         }
     }
 

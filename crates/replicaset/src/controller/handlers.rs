@@ -6,12 +6,13 @@
 //! Ready is looked at again after `minReadySeconds`. Every key is queued with why, in words
 //! (`wake::wake`: only live watch events are described; lists and resyncs queue at low priority).
 
+use std::time::Duration;
+
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::controller::wake::{self, wake};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::ReplicaSetObject;
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::pods::ranking::is_pod_ready;
 use mini_kcm_workqueue::Wake;
 
 use super::ReplicaSetController;
@@ -115,15 +116,9 @@ impl ReplicaSetController {
         self.inner.core.enqueue_all(owners.all(), why);
         // Availability needs minReadySeconds of readiness: look again when it should be reached.
         if let Some(rs) = &owners.controller {
-            let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
-            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                let delay = std::time::Duration::from_secs(u64::try_from(min_ready).unwrap_or(0));
-                self.inner.core.queue.add_after_woken(
-                    ObjectKey::of(&rs.metadata),
-                    delay,
-                    Wake::fresh(wake::POD_BECOMES_AVAILABLE),
-                );
-            }
+            let min_ready = rs.spec.min_ready_seconds;
+            let core = &self.inner.core;
+            core.recheck_when_available(&rs.metadata, min_ready, (old, new), Duration::ZERO);
         }
     }
 

@@ -28,6 +28,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::ObjectMeta;
 use kube::discovery::ApiResource;
 use kube::{Client, Resource};
 use mini_kcm_workqueue::{Priorities, Wake, WorkQueue, controller_rate_limiter};
@@ -43,6 +44,8 @@ use crate::informers::Informer;
 use crate::inspect::{ControllerView, SyncStats};
 use crate::kinds::{ApiFamily, WorkloadKind};
 use crate::metrics::ControllerMetrics;
+use crate::pods::cached::CachedPod;
+use crate::pods::ranking::is_pod_ready;
 use crate::status_writes::StatusWrites;
 use crate::worker::{SyncFailure, Workers, run_workers};
 
@@ -181,6 +184,27 @@ where
     /// Queues the key of `object`, saying why (see `super::wake`).
     pub fn enqueue(&self, object: &K, why: Wake) {
         self.queue.add_woken(ObjectKey::of(object.meta()), why);
+    }
+
+    /// A pod of `owner` went from not Ready to Ready: sync `owner` again once the pod has been Ready for
+    /// its `minReadySeconds` (plus `margin`), when it counts as available. Nothing without
+    /// `minReadySeconds`: the pod is available as soon as it is Ready, and this event already woke the
+    /// owner.
+    pub fn recheck_when_available(
+        &self,
+        owner: &ObjectMeta,
+        min_ready_seconds: Option<i32>,
+        (old, new): (&CachedPod, &CachedPod),
+        margin: Duration,
+    ) {
+        let min_ready = u64::try_from(min_ready_seconds.unwrap_or(0)).unwrap_or(0);
+        if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+            self.queue.add_after_woken(
+                ObjectKey::of(owner),
+                Duration::from_secs(min_ready).saturating_add(margin),
+                Wake::fresh(super::wake::POD_BECOMES_AVAILABLE),
+            );
+        }
     }
 
     /// Queues the key of each of `objects` (the owners one child event concerns). `why` is put in words
