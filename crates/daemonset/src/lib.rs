@@ -8,7 +8,7 @@
 //! the pods per node and, for a RollingUpdate, `update_daemon_set`s them; each step asks a pure module
 //! below what to do.
 //!
-//! The API is [`new_controller`], which the manager calls with the runtime's `ControllerOptions`, plus
+//! The API is [`NEW_CONTROLLER`], which the manager's descriptor table calls, plus
 //! [`revision_data`] for the cross-check against upstream's encoding; everything else is private.
 //!
 //! The crate has two layers:
@@ -46,7 +46,9 @@ mod update;
 
 use mini_kcm_runtime::kinds::DaemonSetObject;
 
-pub use controller::new_controller;
+/// Builds one DaemonSet controller instance: the manager's descriptor table calls it.
+pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =
+    mini_kcm_runtime::controller::new_controller::<controller::DaemonSetController>;
 
 /// The bytes of a ControllerRevision's `data` for a DaemonSet, public for the cross-check against
 /// upstream's own encoding (`tests/revision_data_crosscheck.rs`).

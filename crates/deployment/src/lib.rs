@@ -5,7 +5,7 @@
 //! `rollback`, `sync_scale_and_status`); each step there asks a pure module below what to do. The
 //! runtime's `ControllerCore` runs it (workers, the prologue of each sync, what becomes of a key after).
 //!
-//! The API is [`new_controller`], which the manager calls with the runtime's `ControllerOptions`, plus
+//! The API is [`NEW_CONTROLLER`], which the manager's descriptor table calls, plus
 //! the few annotation helpers `mini-kcm rollout` shares with the controller; everything else is private.
 //!
 //! Laid out like every controller crate of mini-kcm: the pure decisions at the top, the controller that
@@ -59,7 +59,9 @@ mod strategy;
 use mini_kcm_runtime::int_or_percent::IntOrPercentError;
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 
-pub use controller::new_controller;
+/// Builds one Deployment controller instance: the manager's descriptor table calls it.
+pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =
+    mini_kcm_runtime::controller::new_controller::<controller::DeploymentController>;
 
 // What `mini-kcm rollout` reads and compares as the controller does.
 pub use annotations::{

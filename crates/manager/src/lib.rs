@@ -31,7 +31,7 @@ use mini_kcm_runtime::client::{
     ClientRateLimit, ControllerClientOptions, RequestBudget, RestClientMetrics, WriteFence,
     controller_client,
 };
-use mini_kcm_runtime::controller::{Controller, ControllerOptions};
+use mini_kcm_runtime::controller::{Controller, ControllerOptions, NewController};
 use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
@@ -89,12 +89,7 @@ struct ControllerDescriptor {
     /// Its settings from the manager's flags (`--concurrent-<kind>-syncs`, ...).
     settings: fn(&ManagerOptions, &mut ControllerOptions),
     /// Builds one instance for one API family on the shared informers, with its own client.
-    build: fn(
-        &SharedInformers,
-        kube::Client,
-        ControllerOptions,
-        ControllerMetrics,
-    ) -> Arc<dyn Controller>,
+    build: NewController,
 }
 
 const CONTROLLERS: [ControllerDescriptor; 3] = [
@@ -104,7 +99,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "replicaset-controller",
         metrics_subsystem: "replicaset_controller",
         settings: replica_set_settings,
-        build: mini_kcm_replicaset::new_controller,
+        build: mini_kcm_replicaset::NEW_CONTROLLER,
     },
     ControllerDescriptor {
         name: ControllerName::Deployment,
@@ -112,7 +107,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "deployment-controller",
         metrics_subsystem: "deployment_controller",
         settings: deployment_settings,
-        build: mini_kcm_deployment::new_controller,
+        build: mini_kcm_deployment::NEW_CONTROLLER,
     },
     ControllerDescriptor {
         name: ControllerName::DaemonSet,
@@ -120,7 +115,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "daemon-set-controller",
         metrics_subsystem: "daemonset_controller",
         settings: daemon_set_settings,
-        build: mini_kcm_daemonset::new_controller,
+        build: mini_kcm_daemonset::NEW_CONTROLLER,
     },
 ];
 

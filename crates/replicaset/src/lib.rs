@@ -4,8 +4,8 @@
 //! Where to start reading: `controller/sync.rs` (`sync_replica_set`, upstream's `syncReplicaSet`), which
 //! reads the caches, claims pods, asks `plan` what to do and executes it; `controller/handlers.rs` turns
 //! informer events into keys. The runtime's `ControllerCore` runs it (workers, the prologue of each sync,
-//! what becomes of a key afterwards). The API is [`new_controller`], which the manager calls with the
-//! runtime's `ControllerOptions`; everything else is private.
+//! what becomes of a key afterwards). The API is [`NEW_CONTROLLER`], which the manager's descriptor
+//! table calls; everything else is private.
 //!
 //! Laid out like every controller crate of mini-kcm: the pure decisions at the top, the controller that
 //! executes them under `controller/`:
@@ -24,7 +24,9 @@ mod controller;
 mod plan;
 mod status;
 
-pub use controller::new_controller;
+/// Builds one ReplicaSet controller instance: the manager's descriptor table calls it.
+pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =
+    mini_kcm_runtime::controller::new_controller::<controller::ReplicaSetController>;
 
 /// Upstream's `BurstReplicas`: at most this many pods are created or deleted in one sync.
 pub(crate) const BURST_REPLICAS: usize = 500;

@@ -5,8 +5,10 @@
 //!   that is one of our DaemonSets (same kind, name and UID: the two families share pods and revisions),
 //!   a former controller, or, for an orphan, every DaemonSet whose selector matches it (one of them may
 //!   adopt it). A revision that is added already owned wakes nobody.
-//! - A pod creation or deletion we were waiting for is counted against the expectations first (plain
-//!   counters, as upstream: a graceful deletion may count twice, which only makes the owner sync sooner).
+//! - Pod events go through the runtime's shared pod handler (`ControllerCore::on_pod`, also the
+//!   ReplicaSet controller's): a creation or deletion we were waiting for is counted against the
+//!   expectations first (plain counters, as upstream), and a pod turning Ready is looked at again once it
+//!   counts as available. `POD_EVENT_RULES` says where the DaemonSet's handling differs.
 //! - A node event wakes only the DaemonSets whose decision for that node could change, judged with each
 //!   DaemonSet's cached [`DaemonPlacement`](crate::placement::DaemonPlacement) and the pods on the node
 //!   (from the pod node index). Node updates that change neither labels nor taints (heartbeats, status) are
@@ -15,41 +17,45 @@
 //!   and resyncs queue at low priority).
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::ObjectMeta;
 use mini_kcm_runtime::controller::wake::{self, wake};
-use mini_kcm_runtime::controller::{ObjectKey, ToWake};
+use mini_kcm_runtime::controller::{ObjectKey, PodEventRules};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_workqueue::Wake;
 
 use super::DaemonSetController;
+
+/// Upstream's DaemonSet pod handlers: the availability recheck one second after `minReadySeconds`, and a
+/// terminating pod counts once (the expectations are plain counters).
+const POD_EVENT_RULES: PodEventRules<DaemonSetObject> = PodEventRules {
+    min_ready_seconds: |ds| ds.spec.min_ready_seconds,
+    available_margin: Duration::from_secs(1),
+    relabelled_deletion_counts_old: false,
+};
 use crate::DaemonSetObject;
 
 impl DaemonSetController {
-    pub(crate) fn register_handlers(&self) {
-        let c = self.clone();
-        self.inner
-            .core
+    pub(super) fn register_event_handlers(self: &Arc<Self>) {
+        let c = Arc::clone(self);
+        self.core
             .objects
             .add_handler(move |change: &Change<DaemonSetObject>, origin| {
                 c.on_daemon_set(change, origin)
             });
-        let c = self.clone();
-        self.inner
-            .pods
+        let c = Arc::clone(self);
+        self.pods
             .add_handler(move |change: &Change<CachedPod>, origin| c.on_pod(change, origin));
-        let c = self.clone();
-        self.inner
-            .nodes
+        let c = Arc::clone(self);
+        self.nodes
             .add_handler(move |change: &Change<Node>, origin| c.on_node(change, origin));
-        let c = self.clone();
-        self.inner
-            .revisions
+        let c = Arc::clone(self);
+        self.revisions
             .add_handler(move |change: &Change<ControllerRevision>, origin| {
                 c.on_revision(change, origin)
             });
@@ -58,104 +64,21 @@ impl DaemonSetController {
     // ---- DaemonSets ----
 
     pub(crate) fn on_daemon_set(&self, change: &Change<DaemonSetObject>, origin: Origin) {
-        match change {
-            Change::Added(ds) => {
-                self.inner.placements.get(ds);
-                let why = wake(origin, || wake::added("DaemonSet", &ds.metadata));
-                self.inner.core.enqueue(ds, why);
-            }
-            Change::Updated { old, new } => {
-                let why = wake(origin, || {
-                    wake::updated("DaemonSet", &old.metadata, &new.metadata)
-                });
-                // Deleted and re-created under the same name between two events: forget the old one.
-                if old.metadata.uid != new.metadata.uid {
-                    self.daemon_set_deleted(old, why.clone());
-                }
-                self.inner.placements.get(new);
-                // Always sync: a status-only change may still mean a retry is due.
-                self.inner.core.enqueue(new, why);
-            }
-            Change::Deleted(ds) => {
-                let why = wake(origin, || wake::deleted("DaemonSet", &ds.metadata));
-                self.daemon_set_deleted(ds, why);
-            }
+        // Parse the placement rules now, so node events judge this DaemonSet without re-parsing.
+        if let Change::Added(ds) | Change::Updated { new: ds, .. } = change {
+            self.placements.get(ds);
         }
-    }
-
-    fn daemon_set_deleted(&self, ds: &DaemonSetObject, why: Wake) {
-        let key = ObjectKey::of(&ds.metadata);
-        self.inner.placements.forget(&key);
-        self.inner.core.consistency.clear(&key);
-        // A new DaemonSet with the same name must start with clean expectations.
-        self.inner.expectations.delete_expectations(&key);
-        self.inner.core.queue.add_woken(key, why);
+        self.core.on_object(change, origin, |key| {
+            self.placements.forget(key);
+            self.expectations.delete_expectations(key);
+        });
     }
 
     // ---- pods ----
 
     pub(crate) fn on_pod(&self, change: &Change<CachedPod>, origin: Origin) {
-        match change {
-            Change::Added(pod) => self.pod_added(pod, origin),
-            Change::Updated { old, new } => self.pod_updated(old, new, origin),
-            Change::Deleted(pod) => {
-                self.pod_deleted(pod, || wake(origin, || wake::deleted("pod", &pod.metadata)));
-            }
-        }
-    }
-
-    fn pod_added(&self, pod: &CachedPod, origin: Origin) {
-        let why = || wake(origin, || wake::added("pod", &pod.metadata));
-        if pod.metadata.deletion_timestamp.is_some() {
-            // Seen for the first time already terminating (e.g. after a restart): a deletion, never a
-            // creation.
-            self.pod_deleted(pod, why);
-            return;
-        }
-        let owners = self.inner.core.objects.to_wake(None, &pod.metadata);
-        // A creation counts for the pod's controller only: nobody waits for an orphan.
-        if let Some(ds) = &owners.controller {
-            self.inner
-                .expectations
-                .creation_observed(&ObjectKey::of(&ds.metadata));
-        }
-        self.inner.core.enqueue_all(owners.all(), why);
-    }
-
-    fn pod_updated(&self, old: &CachedPod, new: &CachedPod, origin: Origin) {
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        let why = || wake(origin, || wake::pod_updated(old, new));
-        if new.metadata.deletion_timestamp.is_some() {
-            // Graceful deletion started: act now rather than when the pod is finally gone.
-            self.pod_deleted(new, why);
-            return;
-        }
-        let owners = self.wake_owners(&old.metadata, &new.metadata, why);
-        // Availability needs minReadySeconds of readiness: look again once it should be reached (one
-        // second more, as upstream, so the check does not land a hair too early).
-        if let Some(ds) = &owners.controller {
-            let min_ready = ds.spec.min_ready_seconds;
-            let core = &self.inner.core;
-            core.recheck_when_available(
-                &ds.metadata,
-                min_ready,
-                (old, new),
-                Duration::from_secs(1),
-            );
-        }
-    }
-
-    /// Counts a deletion for the pod's controller and wakes it; `why` is called only if there is one.
-    fn pod_deleted(&self, pod: &CachedPod, why: impl FnOnce() -> Wake) {
-        // Nobody cares about an orphan going away.
-        let Some(ds) = self.inner.core.objects.controller_of(&pod.metadata) else {
-            return;
-        };
-        let key = ObjectKey::of(&ds.metadata);
-        self.inner.expectations.deletion_observed(&key);
-        self.inner.core.queue.add_woken(key, why());
+        self.core
+            .on_pod(change, origin, &self.expectations, &POD_EVENT_RULES);
     }
 
     // ---- ControllerRevisions ----
@@ -170,8 +93,8 @@ impl DaemonSetController {
                 }
                 // An owned revision wakes nobody, ours included: a sync created it and already used it.
                 // An orphan wakes every DaemonSet that may adopt it.
-                let owners = self.inner.core.objects.to_wake(None, &revision.metadata);
-                self.inner.core.enqueue_all(&owners.adopters, || {
+                let owners = self.core.objects.to_wake(None, &revision.metadata);
+                self.core.enqueue_all(&owners.adopters, || {
                     wake(origin, || wake::added(KIND, &revision.metadata))
                 });
             }
@@ -179,7 +102,11 @@ impl DaemonSetController {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                self.wake_owners(&old.metadata, &new.metadata, || {
+                let owners = self
+                    .core
+                    .objects
+                    .to_wake(Some(&old.metadata), &new.metadata);
+                self.core.enqueue_all(owners.all(), || {
                     wake(origin, || wake::updated(KIND, &old.metadata, &new.metadata))
                 });
             }
@@ -187,25 +114,12 @@ impl DaemonSetController {
         }
     }
 
-    /// Wakes the DaemonSets a pod or revision updated from `old` to `new` concerns, saying `why`;
-    /// returns them for the caller's own bookkeeping.
-    fn wake_owners(
-        &self,
-        old: &ObjectMeta,
-        new: &ObjectMeta,
-        why: impl FnOnce() -> Wake,
-    ) -> ToWake<DaemonSetObject> {
-        let owners = self.inner.core.objects.to_wake(Some(old), new);
-        self.inner.core.enqueue_all(owners.all(), why);
-        owners
-    }
-
     fn revision_deleted(&self, revision: &ControllerRevision, origin: Origin) {
-        if let Some(ds) = self.inner.core.objects.controller_of(&revision.metadata) {
+        if let Some(ds) = self.core.objects.controller_of(&revision.metadata) {
             let why = wake(origin, || {
                 wake::deleted("ControllerRevision", &revision.metadata)
             });
-            self.inner.core.enqueue(&ds, why);
+            self.core.enqueue(&ds, why);
         }
     }
 
@@ -247,17 +161,16 @@ impl DaemonSetController {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         // The owners of pods bound to this node, from the node index: never a scan of all pods.
         let owners_with_pods: HashSet<String> = self
-            .inner
             .pods
             .by_index(POD_NODE_INDEX, node_name)
             .iter()
             .filter_map(|pod| controller_ref(&pod.metadata))
-            .filter(|reference| self.inner.core.objects.is_our_kind(reference))
+            .filter(|reference| self.core.objects.is_our_kind(reference))
             .map(|reference| reference.uid.clone())
             .collect();
         let mut concerned = Vec::new();
-        for ds in self.inner.core.objects.list() {
-            let placement = self.inner.placements.get(&ds);
+        for ds in self.core.objects.list() {
+            let placement = self.placements.get(&ds);
             let decision = placement.evaluate(node);
             let scheduled = ds
                 .metadata
@@ -288,7 +201,7 @@ impl DaemonSetController {
                 concerned.push(ds);
             }
         }
-        self.inner.core.enqueue_all(&concerned, why);
+        self.core.enqueue_all(&concerned, why);
     }
 }
 

@@ -30,7 +30,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use mini_kcm_runtime::controller::{
-    Controller, ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
+    ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
 use mini_kcm_runtime::expectations::{ControllerExpectations, ExpectationsSnapshot};
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -58,31 +58,8 @@ const DAEMON_SET_CONTROLLER: ControllerKind = ControllerKind {
     max_retries: None,
 };
 
-/// `--concurrent-daemonset-syncs`' default, as upstream.
-#[cfg(test)]
-pub(crate) const DEFAULT_WORKERS: usize = 2;
-
-/// One DaemonSet controller instance (for one API family), built on the shared informers, with its
-/// event handlers registered. `client` is the controller's own (rate-limited) client for writes. Call
-/// [`SharedInformers::start`] afterwards.
-pub fn new_controller(
-    informers: &SharedInformers,
-    client: Client,
-    options: ControllerOptions,
-    metrics: ControllerMetrics,
-) -> Arc<dyn Controller> {
-    Arc::new(DaemonSetController::new(
-        informers, client, options, metrics,
-    ))
-}
-
 /// One DaemonSet controller (for one API family).
-#[derive(Clone)]
 pub(crate) struct DaemonSetController {
-    pub(crate) inner: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
     pub(crate) core: ControllerCore<DaemonSetObject>,
     pub(crate) pods: Informer<CachedPod>,
     pub(crate) nodes: Informer<Node>,
@@ -95,7 +72,7 @@ pub(crate) struct Shared {
     pub(crate) placements: PlacementCache,
 }
 
-impl Shared {
+impl DaemonSetController {
     pub(crate) fn backoff(&self) -> MutexGuard<'_, FailedPodBackoff> {
         // The backoff table stays meaningful if a holder panicked.
         self.failed_pods_backoff
@@ -104,8 +81,11 @@ impl Shared {
     }
 }
 
-impl DaemonSetController {
-    pub(crate) fn new(
+impl Reconcile for DaemonSetController {
+    type Object = DaemonSetObject;
+    type Error = SyncError;
+
+    fn new(
         informers: &SharedInformers,
         client: Client,
         options: ControllerOptions,
@@ -125,33 +105,24 @@ impl DaemonSetController {
         let revisions = controller_revision_informer(informers);
         core.track(&pods);
         core.track(&revisions);
-        let controller = DaemonSetController {
-            inner: Arc::new(Shared {
-                pod_control: PodControl::new(
-                    client,
-                    core.recorder.clone(),
-                    core.consistency.clone(),
-                ),
-                core,
-                pods,
-                nodes: node_informer(informers),
-                revisions,
-                expectations: ControllerExpectations::new(),
-                failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
-                placements: PlacementCache::default(),
-            }),
-        };
-        controller.register_handlers();
-        controller
+        DaemonSetController {
+            pod_control: PodControl::new(client, core.recorder.clone(), core.consistency.clone()),
+            core,
+            pods,
+            nodes: node_informer(informers),
+            revisions,
+            expectations: ControllerExpectations::new(),
+            failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
+            placements: PlacementCache::default(),
+        }
     }
-}
 
-impl Reconcile for DaemonSetController {
-    type Object = DaemonSetObject;
-    type Error = SyncError;
+    fn register_handlers(self: &Arc<Self>) {
+        self.register_event_handlers();
+    }
 
     fn core(&self) -> &ControllerCore<DaemonSetObject> {
-        &self.inner.core
+        &self.core
     }
 
     async fn sync(&self, key: &ObjectKey, ds: Arc<DaemonSetObject>) -> Result<Requeue, SyncError> {
@@ -159,18 +130,18 @@ impl Reconcile for DaemonSetController {
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.inner.expectations.delete_expectations(key);
+        self.expectations.delete_expectations(key);
     }
 
     fn expectations(&self) -> Option<ExpectationsSnapshot> {
-        Some(self.inner.expectations.snapshot())
+        Some(self.expectations.snapshot())
     }
 
     /// Forgets stale failed-pod backoff entries every [`BACKOFF_GC_INTERVAL`].
     async fn housekeeping(&self) {
         loop {
             tokio::time::sleep(BACKOFF_GC_INTERVAL).await;
-            self.inner.backoff().gc(tokio::time::Instant::now());
+            self.backoff().gc(tokio::time::Instant::now());
         }
     }
 }

@@ -34,7 +34,7 @@ impl DaemonSetController {
         pods_to_delete: &[String],
         nodes_needing_pods: &[String],
     ) -> Result<(), SyncError> {
-        let s = &self.inner;
+        let s = self;
         let key = snapshot.key;
         let burst = crate::BURST_REPLICAS;
         let create_count = nodes_needing_pods.len().min(burst);
@@ -98,7 +98,7 @@ impl DaemonSetController {
         node_name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), PodWriteError> {
-        let s = &self.inner;
+        let s = self;
         let pinned = pod_template_for_node(template, node_name);
         match s
             .pod_control
@@ -126,7 +126,7 @@ impl DaemonSetController {
         name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), PodWriteError> {
-        let s = &self.inner;
+        let s = self;
         match s
             .pod_control
             .delete(snapshot.key, &snapshot.owner.namespace, name, regarding)

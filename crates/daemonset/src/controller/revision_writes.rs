@@ -53,7 +53,7 @@ impl DaemonSetController {
         ds_api: &Api<DaemonSetObject>,
         pods: &mut [Arc<CachedPod>],
     ) -> Result<History, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let api: Api<ControllerRevision> = Api::namespaced(s.core.client.clone(), &owner.namespace);
         let mut candidates = s.revisions.by_index(CONTROLLER_UID_INDEX, &owner.uid);
         candidates.extend(
@@ -161,7 +161,7 @@ impl DaemonSetController {
         owner: &OwnerInfo,
         ds_api: &Api<DaemonSetObject>,
     ) -> Result<ControllerRevision, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let revision = build_revision(ds, data, revision_number, owner.controller_reference())
             .map_err(HistoryFailure::from)?;
         let name = revision.metadata.name.clone().unwrap_or_default();
@@ -262,7 +262,7 @@ impl DaemonSetController {
         current: &[Arc<ControllerRevision>],
         pods: &mut [Arc<CachedPod>],
     ) -> Result<Arc<ControllerRevision>, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let refs: Vec<&ControllerRevision> = current.iter().map(AsRef::as_ref).collect();
         let Some(plan) = dedup_histories(&refs) else {
             unreachable!("dedup is only called with two or more revisions")
@@ -328,7 +328,7 @@ impl DaemonSetController {
         old: &[Arc<ControllerRevision>],
         pods: &[Arc<CachedPod>],
     ) -> Result<(), SyncError> {
-        let s = &self.inner;
+        let s = self;
         let limit = revision_history_limit(snapshot.ds);
         if old.len() <= usize::try_from(limit).unwrap_or(0) {
             return Ok(());
@@ -356,7 +356,7 @@ impl DaemonSetController {
     }
 
     fn record_revision_write(&self, key: &ObjectKey, revision: &ControllerRevision) {
-        self.inner.core.consistency.record_write(key, revision);
+        self.core.consistency.record_write(key, revision);
     }
 }
 

@@ -31,7 +31,7 @@ impl DaemonSetController {
         ds_api: &Api<DaemonSetObject>,
         update_observed_generation: bool,
     ) -> Result<Requeue, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let evaluated = Instant::now();
         let report = calculate_status(
             snapshot.ds,

@@ -47,7 +47,7 @@ impl DaemonSetController {
         key: &ObjectKey,
         ds: Arc<DaemonSetObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let started = std::time::Instant::now();
         let namespace = key.namespace();
         let ds = without_unmaintained_template_generation(ds, s.core.options.family);
@@ -129,7 +129,7 @@ impl DaemonSetController {
         old_revisions: &[Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
         pods: &[Arc<CachedPod>],
     ) -> Result<Requeue, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let (manage_acted, requeue) = self.manage(snapshot).await?;
         // The rolling update plans on the same snapshot, so only when manage changed nothing in it (upstream
         // re-reads the cache, which is the same thing once the expectations are satisfied). A manage that
@@ -164,7 +164,7 @@ impl DaemonSetController {
     ///
     /// upstream: manage
     async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<(bool, Requeue), SyncError> {
-        let s = &self.inner;
+        let s = self;
         let plan = {
             let ctx = ManageContext::new(
                 snapshot.ds,
@@ -232,7 +232,7 @@ impl DaemonSetController {
         selector: &Selector,
         ds_api: &Api<DaemonSetObject>,
     ) -> Result<Vec<Arc<CachedPod>>, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
         let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), &owner.namespace);
         let matches = |pod: &CachedPod| selector.matches_meta(&pod.metadata);

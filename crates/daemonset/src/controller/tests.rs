@@ -8,35 +8,21 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use mini_kcm_runtime::client::unreachable_client;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
-use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::controller::offline::{drain_queue, key, offline_controller};
+use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 use mini_kcm_workqueue::Priority;
 
-use super::{DEFAULT_WORKERS, DaemonSetController};
+use super::DaemonSetController;
 use crate::DaemonSetObject;
 use crate::history::{build_revision, revision_data};
 use crate::test_fixtures::pod_with;
 use crate::test_fixtures::{labels, new_ds, new_node};
-use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
+use mini_kcm_runtime::controller::{Requeue, SyncKeyError, sync_key};
 
-/// A key from upstream's `namespace/name` spelling.
-fn key(key: &str) -> ObjectKey {
-    let (namespace, name) = key.split_once('/').unwrap();
-    ObjectKey::new(namespace, name)
-}
-
-fn controller() -> DaemonSetController {
-    let client = unreachable_client().unwrap();
-    let informers = SharedInformers::new(client.clone(), None);
-    DaemonSetController::new(
-        &informers,
-        client,
-        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
-        mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
-    )
+fn controller() -> Arc<DaemonSetController> {
+    offline_controller()
 }
 
 fn controller_ref(ds: &DaemonSetObject) -> OwnerReference {
@@ -79,7 +65,7 @@ fn insert_current_revision(c: &DaemonSetController, ds: &DaemonSetObject) -> Str
         build_revision(ds, &data, 1, controller_ref(ds)).unwrap();
     revision.metadata.resource_version = Some("1".into());
     let hash = revision.metadata.labels.as_ref().unwrap()["controller-revision-hash"].clone();
-    c.inner.revisions.cache_insert(revision);
+    c.revisions.cache_insert(revision);
     hash
 }
 
@@ -95,31 +81,19 @@ fn daemon_pod(ds: &DaemonSetObject, name: &str, node: &str, hash: &str) -> Cache
     pod
 }
 
-async fn drain(c: &DaemonSetController) -> Vec<String> {
-    let mut keys = Vec::new();
-    while !c.inner.core.queue.is_empty() {
-        let key = c.inner.core.queue.get().await.unwrap();
-        c.inner.core.queue.done(&key);
-        keys.push(key.to_string());
-    }
-    keys.sort();
-    keys
-}
-
 #[tokio::test]
 async fn a_daemon_set_in_its_desired_state_makes_no_api_call() {
     let c = controller();
     let ds = daemon_set("foo", status(2, 2, 2, 2));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.core.objects.cache_insert(ds.clone());
+    c.core.objects.cache_insert(ds.clone());
     for (i, node) in ["node-0", "node-1"].into_iter().enumerate() {
-        c.inner.nodes.cache_insert(new_node(node, None));
-        c.inner
-            .pods
+        c.nodes.cache_insert(new_node(node, None));
+        c.pods
             .cache_insert(daemon_pod(&ds, &format!("pod-{i}"), node, &hash));
     }
     // Any request would fail against the unreachable client.
-    let requeue = sync_key(&c, &key("default/foo"))
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect("nothing to do, nothing called");
     assert_eq!(requeue, Requeue::Never);
@@ -131,24 +105,21 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
     // Two nodes, one pod: only a creation would call the API (the status already says so).
     let ds = daemon_set("foo", status(2, 1, 1, 1));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.core.objects.cache_insert(ds.clone());
-    c.inner.nodes.cache_insert(new_node("node-0", None));
-    c.inner.nodes.cache_insert(new_node("node-1", None));
-    c.inner
-        .pods
+    c.core.objects.cache_insert(ds.clone());
+    c.nodes.cache_insert(new_node("node-0", None));
+    c.nodes.cache_insert(new_node("node-1", None));
+    c.pods
         .cache_insert(daemon_pod(&ds, "pod-0", "node-0", &hash));
 
-    c.inner
-        .expectations
-        .expect_creations(&key("default/foo"), 1);
-    let requeue = sync_key(&c, &key("default/foo"))
+    c.expectations.expect_creations(&key("default/foo"), 1);
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect("dormant: no creation attempted");
     assert_eq!(requeue, Requeue::Never);
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
-    c.inner.expectations.creation_observed(&key("default/foo"));
-    let err = sync_key(&c, &key("default/foo"))
+    c.expectations.creation_observed(&key("default/foo"));
+    let err = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect_err("a creation is attempted");
     assert!(
@@ -157,11 +128,7 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
     );
     assert!(err.to_string().contains("node-1"), "{err}");
     // The failed creation lowered the expectations again, so the next sync may retry.
-    assert!(
-        c.inner
-            .expectations
-            .satisfied_expectations(&key("default/foo"))
-    );
+    assert!(c.expectations.satisfied_expectations(&key("default/foo")));
 }
 
 #[tokio::test]
@@ -170,22 +137,22 @@ async fn a_failed_pod_is_deleted_at_most_once_per_backoff() {
     // One node whose only pod failed: counted as scheduled, neither ready nor available.
     let ds = daemon_set("foo", status(1, 1, 0, 0));
     let hash = insert_current_revision(&c, &ds);
-    c.inner.core.objects.cache_insert(ds.clone());
-    c.inner.nodes.cache_insert(new_node("node-0", None));
+    c.core.objects.cache_insert(ds.clone());
+    c.nodes.cache_insert(new_node("node-0", None));
     let mut failed = daemon_pod(&ds, "pod-0", "node-0", &hash);
     failed.status = Some(CachedPodStatus {
         phase: Some("Failed".into()),
         ..Default::default()
     });
-    c.inner.pods.cache_insert(failed);
+    c.pods.cache_insert(failed);
 
-    let err = sync_key(&c, &key("default/foo"))
+    let err = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect_err("the failed pod's deletion is attempted");
     assert!(err.to_string().contains("deleting pod pod-0"), "{err}");
-    assert_eq!(c.inner.backoff().len(), 1, "the node's backoff started");
+    assert_eq!(c.backoff().len(), 1, "the node's backoff started");
     // Still failed (the deletion did not happen): within the backoff nothing is attempted.
-    let requeue = sync_key(&c, &key("default/foo"))
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect("held back by the backoff");
     assert!(
@@ -202,18 +169,16 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
     let mut b = daemon_set("b", status(0, 0, 0, 0));
     b.metadata.uid = Some("uid-b".into());
     b.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "b")]));
-    c.inner.core.objects.cache_insert(a.clone());
-    c.inner.core.objects.cache_insert(b.clone());
+    c.core.objects.cache_insert(a.clone());
+    c.core.objects.cache_insert(b.clone());
 
     // A new node for `a` only.
     let node = Arc::new(new_node("n1", Some(labels(&[("role", "a")]))));
     c.on_node(&Change::Added(node.clone()), Origin::Watch);
-    assert_eq!(drain(&c).await, ["default/a"]);
+    assert_eq!(drain_queue(&c.core).await, ["default/a"]);
 
     // `a` runs a pod there now. A heartbeat (status only) concerns nobody.
-    c.inner
-        .pods
-        .cache_insert(daemon_pod(&a, "a-pod", "n1", "h"));
+    c.pods.cache_insert(daemon_pod(&a, "a-pod", "n1", "h"));
     let mut heartbeat = (*node).clone();
     heartbeat.metadata.resource_version = Some("9".into());
     heartbeat.status = Some(Default::default());
@@ -224,7 +189,7 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
         },
         Origin::Watch,
     );
-    assert!(drain(&c).await.is_empty());
+    assert!(drain_queue(&c.core).await.is_empty());
 
     // A label neither DaemonSet looks at: both verdicts stay, and nothing is missing or misplaced.
     let zoned = Arc::new(new_node(
@@ -238,7 +203,7 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
         },
         Origin::Watch,
     );
-    assert!(drain(&c).await.is_empty());
+    assert!(drain_queue(&c.core).await.is_empty());
 
     // Relabelled from `a` to `b`: `a` must delete its pod, `b` must create one.
     let relabelled = Arc::new(new_node("n1", Some(labels(&[("role", "b")]))));
@@ -249,71 +214,61 @@ async fn a_node_event_wakes_only_daemon_sets_whose_decision_can_change() {
         },
         Origin::Watch,
     );
-    assert_eq!(drain(&c).await, ["default/a", "default/b"]);
+    assert_eq!(drain_queue(&c.core).await, ["default/a", "default/b"]);
 
     // A deleted node wakes the DaemonSets that wanted it (`b`) or have pods on it (`a`).
     c.on_node(&Change::Deleted(relabelled), Origin::Watch);
-    assert_eq!(drain(&c).await, ["default/a", "default/b"]);
+    assert_eq!(drain_queue(&c.core).await, ["default/a", "default/b"]);
 }
 
 #[tokio::test]
 async fn a_pod_of_a_same_named_daemon_set_of_the_other_family_is_not_ours() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner.core.objects.cache_insert(ds.clone());
+    c.core.objects.cache_insert(ds.clone());
     let mut foreign = daemon_pod(&ds, "p", "node-0", "h");
     // The copy named `foo` is another object: another UID.
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
         refs[0].uid = "copy-uid".into();
     }
-    c.inner
-        .expectations
-        .expect_creations(&key("default/foo"), 1);
+    c.expectations.expect_creations(&key("default/foo"), 1);
     c.on_pod(&Change::Added(Arc::new(foreign)), Origin::Watch);
-    assert!(
-        !c.inner
-            .expectations
-            .satisfied_expectations(&key("default/foo"))
-    );
-    assert!(drain(&c).await.is_empty());
+    assert!(!c.expectations.satisfied_expectations(&key("default/foo")));
+    assert!(drain_queue(&c.core).await.is_empty());
 
     // Ours: observed and woken.
     c.on_pod(
         &Change::Added(Arc::new(daemon_pod(&ds, "q", "node-0", "h"))),
         Origin::Watch,
     );
-    assert!(
-        c.inner
-            .expectations
-            .satisfied_expectations(&key("default/foo"))
-    );
-    assert_eq!(drain(&c).await, ["default/foo"]);
+    assert!(c.expectations.satisfied_expectations(&key("default/foo")));
+    assert_eq!(drain_queue(&c.core).await, ["default/foo"]);
 }
 
 #[tokio::test]
 async fn orphan_revisions_wake_matching_daemon_sets_and_owned_ones_do_not() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner.core.objects.cache_insert(ds.clone());
+    c.core.objects.cache_insert(ds.clone());
     let data = revision_data(&ds).unwrap();
     let owned = build_revision(&ds, &data, 1, controller_ref(&ds)).unwrap();
     c.on_revision(&Change::Added(Arc::new(owned.clone())), Origin::Watch);
     assert!(
-        drain(&c).await.is_empty(),
+        drain_queue(&c.core).await.is_empty(),
         "our own new revision needs no sync"
     );
     let mut orphan = owned.clone();
     orphan.metadata.owner_references = None;
     c.on_revision(&Change::Added(Arc::new(orphan)), Origin::Watch);
     assert_eq!(
-        drain(&c).await,
+        drain_queue(&c.core).await,
         ["default/foo"],
         "someone may adopt the orphan"
     );
     c.on_revision(&Change::Deleted(Arc::new(owned)), Origin::Watch);
     assert_eq!(
-        drain(&c).await,
+        drain_queue(&c.core).await,
         ["default/foo"],
         "a lost revision must be rebuilt"
     );
@@ -324,9 +279,9 @@ async fn an_empty_selector_is_refused_without_touching_anything() {
     let c = controller();
     let mut ds = daemon_set("foo", status(0, 0, 0, 0));
     ds.spec.selector = LabelSelector::default();
-    c.inner.core.objects.cache_insert(ds);
-    c.inner.nodes.cache_insert(new_node("node-0", None));
-    let requeue = sync_key(&c, &key("default/foo"))
+    c.core.objects.cache_insert(ds);
+    c.nodes.cache_insert(new_node("node-0", None));
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect("SelectingAll, no work");
     assert_eq!(requeue, Requeue::Never);
@@ -336,14 +291,14 @@ async fn an_empty_selector_is_refused_without_touching_anything() {
 async fn deleting_a_daemon_set_forgets_its_expectations() {
     let c = controller();
     let ds = daemon_set("foo", status(0, 0, 0, 0));
-    c.inner
-        .expectations
-        .expect_creations(&key("default/foo"), 5);
+    c.expectations.expect_creations(&key("default/foo"), 5);
     c.on_daemon_set(&Change::Deleted(Arc::new(ds)), Origin::Watch);
-    assert!(c.inner.expectations.get(&key("default/foo")).is_none());
-    assert_eq!(drain(&c).await, ["default/foo"]);
+    assert!(c.expectations.get(&key("default/foo")).is_none());
+    assert_eq!(drain_queue(&c.core).await, ["default/foo"]);
     // The sync of a DaemonSet that is gone does nothing and succeeds.
-    let requeue = sync_key(&c, &key("default/foo")).await.expect("gone");
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
+        .await
+        .expect("gone");
     assert_eq!(requeue, Requeue::Never);
 }
 
@@ -352,14 +307,14 @@ async fn placements_are_reparsed_when_the_generation_changes() {
     let c = controller();
     let mut ds = daemon_set("foo", status(0, 0, 0, 0));
     let node = new_node("n", Some(BTreeMap::from([("role".into(), "x".into())])));
-    assert!(c.inner.placements.get(&ds).evaluate(&node).should_run);
+    assert!(c.placements.get(&ds).evaluate(&node).should_run);
     ds.spec.template.spec.as_mut().unwrap().node_selector = Some(labels(&[("role", "y")]));
     assert!(
-        c.inner.placements.get(&ds).evaluate(&node).should_run,
+        c.placements.get(&ds).evaluate(&node).should_run,
         "same generation: the cached rules (the API server bumps the generation on a template change)"
     );
     ds.metadata.generation = Some(2);
-    assert!(!c.inner.placements.get(&ds).evaluate(&node).should_run);
+    assert!(!c.placements.get(&ds).evaluate(&node).should_run);
 }
 
 /// A surged pod beside an old one: the rolling update waits for the new pod's availability to delete the
@@ -387,8 +342,8 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
         status.updated_number_scheduled = Some(0);
     }
     let hash = insert_current_revision(&c, &ds);
-    c.inner.core.objects.cache_insert(ds.clone());
-    c.inner.nodes.cache_insert(new_node("node-0", None));
+    c.core.objects.cache_insert(ds.clone());
+    c.nodes.cache_insert(new_node("node-0", None));
     let now = Timestamp::now();
     let at = |ago: i64| Some(Time(now.checked_sub(ago.seconds()).unwrap()));
     let mut old = daemon_pod(&ds, "old", "node-0", "old-hash");
@@ -397,10 +352,10 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
     new.metadata.creation_timestamp = at(10);
     // Ready for 4 of the 10 seconds it needs.
     new.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].last_transition_time = at(4);
-    c.inner.pods.cache_insert(old);
-    c.inner.pods.cache_insert(new);
+    c.pods.cache_insert(old);
+    c.pods.cache_insert(new);
 
-    let requeue = sync_key(&c, &key("default/foo"))
+    let requeue = sync_key(c.as_ref(), &key("default/foo"))
         .await
         .expect("nothing to write while the new pod is not yet available");
     let Requeue::After(ready_in, _) = requeue else {
@@ -416,25 +371,24 @@ async fn a_sync_waiting_on_a_surged_pod_rechecks_when_it_becomes_available() {
 #[tokio::test]
 async fn a_node_added_wakes_its_daemon_set_saying_so_and_listed_nodes_are_low() {
     let c = controller();
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(daemon_set("agent", status(0, 0, 0, 0)));
     let listed = Arc::new(new_node("kwok-node-1", None));
     c.on_node(&Change::Added(listed), Origin::InitialList);
-    let queued = c.inner.core.queue.snapshot(10).queued;
+    let queued = c.core.queue.snapshot(10).queued;
     assert_eq!(queued.len(), 1);
     assert_eq!(
         (queued[0].priority, queued[0].reasons.clone()),
         (Priority::Low, vec!["initial list".into()])
     );
-    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
-    c.inner.core.queue.done(&ObjectKey::new("default", "agent"));
+    let (_, woken) = c.core.queue.get_woken().await.unwrap();
+    c.core.queue.done(&ObjectKey::new("default", "agent"));
     assert_eq!(woken.priority, Priority::Low);
 
     let added = Arc::new(new_node("kwok-node-2", None));
     c.on_node(&Change::Added(added), Origin::Watch);
-    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    let (_, woken) = c.core.queue.get_woken().await.unwrap();
     assert_eq!(woken.reasons, ["node kwok-node-2 added"]);
     assert_eq!(woken.priority, Priority::Fresh);
 }

@@ -4,6 +4,8 @@
 //! Every key is queued with why, in words (`wake::wake`: only live watch events are described; lists
 //! and resyncs queue at low priority).
 
+use std::sync::Arc;
+
 use mini_kcm_runtime::controller::wake::{self, wake};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
@@ -13,23 +15,20 @@ use super::DeploymentController;
 use crate::accessors::{RECREATE_STRATEGY, strategy_type};
 
 impl DeploymentController {
-    pub(crate) fn register_handlers(&self) {
-        let c = self.clone();
-        self.inner
-            .core
+    pub(super) fn register_event_handlers(self: &Arc<Self>) {
+        let c = Arc::clone(self);
+        self.core
             .objects
             .add_handler(move |change: &Change<DeploymentObject>, origin| {
                 c.on_deployment(change, origin)
             });
-        let c = self.clone();
-        self.inner
-            .replica_sets
+        let c = Arc::clone(self);
+        self.replica_sets
             .add_handler(move |change: &Change<ReplicaSetObject>, origin| {
                 c.on_replica_set(change, origin)
             });
-        let c = self.clone();
-        self.inner
-            .pods
+        let c = Arc::clone(self);
+        self.pods
             .add_handler(move |change: &Change<CachedPod>, origin| {
                 if let Change::Deleted(pod) = change {
                     c.pod_deleted(pod, origin);
@@ -39,24 +38,15 @@ impl DeploymentController {
 
     /// Every change of a Deployment (spec, status, even deletion) is worth a sync.
     pub(crate) fn on_deployment(&self, change: &Change<DeploymentObject>, origin: Origin) {
-        let (d, why) = match change {
-            Change::Added(d) => (d, wake(origin, || wake::added("Deployment", &d.metadata))),
-            Change::Updated { old, new } => (
-                new,
-                wake(origin, || {
-                    wake::updated("Deployment", &old.metadata, &new.metadata)
-                }),
-            ),
-            Change::Deleted(d) => (d, wake(origin, || wake::deleted("Deployment", &d.metadata))),
-        };
-        self.inner.core.enqueue(d, why);
+        // Nothing of its own to forget: a Deployment controller keeps no expectations.
+        self.core.on_object(change, origin, |_| {});
     }
 
     pub(crate) fn on_replica_set(&self, change: &Change<ReplicaSetObject>, origin: Origin) {
         match change {
             Change::Added(rs) => {
-                let owners = self.inner.core.objects.to_wake(None, &rs.metadata);
-                self.inner.core.enqueue_all(owners.all(), || {
+                let owners = self.core.objects.to_wake(None, &rs.metadata);
+                self.core.enqueue_all(owners.all(), || {
                     wake(origin, || wake::added("ReplicaSet", &rs.metadata))
                 });
             }
@@ -65,20 +55,19 @@ impl DeploymentController {
                     return;
                 }
                 let owners = self
-                    .inner
                     .core
                     .objects
                     .to_wake(Some(&old.metadata), &new.metadata);
-                self.inner.core.enqueue_all(owners.all(), || {
+                self.core.enqueue_all(owners.all(), || {
                     wake(origin, || {
                         wake::updated("ReplicaSet", &old.metadata, &new.metadata)
                     })
                 });
             }
             Change::Deleted(rs) => {
-                if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata) {
+                if let Some(d) = self.core.objects.controller_of(&rs.metadata) {
                     let why = wake(origin, || wake::deleted("ReplicaSet", &rs.metadata));
-                    self.inner.core.enqueue(&d, why);
+                    self.core.enqueue(&d, why);
                 }
             }
         }
@@ -86,14 +75,14 @@ impl DeploymentController {
 
     /// A Recreate rollout waits until no old pod runs: each pod deletion may be the last one.
     pub(crate) fn pod_deleted(&self, pod: &CachedPod, origin: Origin) {
-        let Some(rs) = self.inner.replica_sets.controller_of(&pod.metadata) else {
+        let Some(rs) = self.replica_sets.controller_of(&pod.metadata) else {
             return;
         };
-        if let Some(d) = self.inner.core.objects.controller_of(&rs.metadata)
+        if let Some(d) = self.core.objects.controller_of(&rs.metadata)
             && strategy_type(&d) == RECREATE_STRATEGY
         {
             let why = wake(origin, || wake::deleted("pod", &pod.metadata));
-            self.inner.core.enqueue(&d, why);
+            self.core.enqueue(&d, why);
         }
     }
 }

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use kube::Client;
 use kube::discovery::ApiResource;
 use mini_kcm_runtime::controller::{
-    Controller, ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Owners, Reconcile,
-    Requeue,
+    ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Owners, Reconcile, Requeue,
 };
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
@@ -43,31 +42,8 @@ const DEPLOYMENT_CONTROLLER: ControllerKind = ControllerKind {
     max_retries: Some(MAX_RETRIES),
 };
 
-/// `--concurrent-deployment-syncs`' default, as upstream.
-#[cfg(test)]
-pub(crate) const DEFAULT_WORKERS: usize = 5;
-
-/// One Deployment controller instance (for one API family), built on the shared informers, with its
-/// event handlers registered. `client` is the controller's own (rate-limited) client for writes. Call
-/// [`SharedInformers::start`] afterwards.
-pub fn new_controller(
-    informers: &SharedInformers,
-    client: Client,
-    options: ControllerOptions,
-    metrics: ControllerMetrics,
-) -> Arc<dyn Controller> {
-    Arc::new(DeploymentController::new(
-        informers, client, options, metrics,
-    ))
-}
-
 /// One Deployment controller (for one API family).
-#[derive(Clone)]
 pub(crate) struct DeploymentController {
-    pub(crate) inner: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
     pub(crate) core: ControllerCore<DeploymentObject>,
     pub(crate) rs_resource: ApiResource,
     /// ReplicaSets, also as the owners of pods (a pod deletion may be the last one a Recreate waits for).
@@ -75,8 +51,11 @@ pub(crate) struct Shared {
     pub(crate) pods: Informer<CachedPod>,
 }
 
-impl DeploymentController {
-    pub(crate) fn new(
+impl Reconcile for DeploymentController {
+    type Object = DeploymentObject;
+    type Error = SyncError;
+
+    fn new(
         informers: &SharedInformers,
         client: Client,
         options: ControllerOptions,
@@ -99,27 +78,20 @@ impl DeploymentController {
         // Read-your-own-writes of ReplicaSets too (not in upstream's Deployment controller, which
         // tolerates a stale cache through conflicts; here all three controllers share the rule).
         core.track(&replica_sets);
-        let controller = DeploymentController {
-            inner: Arc::new(Shared {
-                core,
-                replica_sets: Owners::new(replica_sets, rs_resource.clone(), |rs| {
-                    &rs.spec.selector
-                }),
-                rs_resource,
-                pods: pod_informer(informers),
-            }),
-        };
-        controller.register_handlers();
-        controller
+        DeploymentController {
+            core,
+            replica_sets: Owners::new(replica_sets, rs_resource.clone(), |rs| &rs.spec.selector),
+            rs_resource,
+            pods: pod_informer(informers),
+        }
     }
-}
 
-impl Reconcile for DeploymentController {
-    type Object = DeploymentObject;
-    type Error = SyncError;
+    fn register_handlers(self: &Arc<Self>) {
+        self.register_event_handlers();
+    }
 
     fn core(&self) -> &ControllerCore<DeploymentObject> {
-        &self.inner.core
+        &self.core
     }
 
     async fn sync(&self, key: &ObjectKey, d: Arc<DeploymentObject>) -> Result<Requeue, SyncError> {

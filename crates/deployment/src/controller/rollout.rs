@@ -97,9 +97,8 @@ impl<'a> Rollout<'a> {
     }
 
     fn event(&self, type_: EventType, reason: &str, note: String) {
-        let regarding = object_reference(&self.d, &self.c.inner.core.resource);
+        let regarding = object_reference(&self.d, &self.c.core.resource);
         self.c
-            .inner
             .core
             .recorder
             .record(type_, &regarding, None, reason, reason, note);
@@ -158,7 +157,7 @@ impl<'a> Rollout<'a> {
         &mut self,
         old: &[ReplicaSetObject],
     ) -> Result<ReplicaSetObject, SyncError> {
-        let s = &self.c.inner;
+        let s = &self.c;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
         let owner = OwnerInfo::of(&self.d, &s.core.resource).controller_reference();
         let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
@@ -262,11 +261,7 @@ impl<'a> Rollout<'a> {
             name: rs_name.clone(),
             source,
         })?;
-        self.c
-            .inner
-            .core
-            .consistency
-            .record_write(self.key, &stored);
+        self.c.core.consistency.record_write(self.key, &stored);
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
         }
@@ -318,7 +313,7 @@ impl<'a> Rollout<'a> {
         let wanted = desired.metadata.annotations.clone().unwrap_or_default();
         let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
         let annotations_changed = current != wanted;
-        if self.c.inner.core.options.family == ApiFamily::Apps {
+        if self.c.core.options.family == ApiFamily::Apps {
             if !annotations_changed && !status_needs_write(self.d.status.as_ref(), &new_status) {
                 return Ok(());
             }
@@ -351,11 +346,7 @@ impl<'a> Rollout<'a> {
                 &result,
             );
             self.d = result.map_err(SyncError::UpdateAnnotations)?;
-            self.c
-                .inner
-                .core
-                .consistency
-                .record_write(self.key, &self.d);
+            self.c.core.consistency.record_write(self.key, &self.d);
         }
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
@@ -378,11 +369,7 @@ impl<'a> Rollout<'a> {
             &result,
         );
         self.d = result.map_err(SyncError::UpdateStatus)?;
-        self.c
-            .inner
-            .core
-            .consistency
-            .record_write(self.key, &self.d);
+        self.c.core.consistency.record_write(self.key, &self.d);
         Ok(())
     }
 
@@ -400,7 +387,7 @@ impl<'a> Rollout<'a> {
 
     /// `status` as this family stores it (see [`with_status_selector`]).
     fn with_selector(&self, status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
-        with_status_selector(&self.d, self.c.inner.core.options.family, status)
+        with_status_selector(&self.d, self.c.core.options.family, status)
     }
 
     // ---- status ----
@@ -497,7 +484,7 @@ impl<'a> Rollout<'a> {
         status: StatusWithSelector<DeploymentStatus>,
     ) -> Result<(), SyncError> {
         if !status_needs_write(self.d.status.as_ref(), &status)
-            || self.c.inner.core.status_writes.defer(self.key)
+            || self.c.core.status_writes.defer(self.key)
         {
             return Ok(());
         }
@@ -697,11 +684,7 @@ impl<'a> Rollout<'a> {
             .await;
         record_write("update", format_args!("Deployment {d_name}"), &result);
         self.d = result.map_err(SyncError::UpdateDeployment)?;
-        self.c
-            .inner
-            .core
-            .consistency
-            .record_write(self.key, &self.d);
+        self.c.core.consistency.record_write(self.key, &self.d);
         Ok(())
     }
 

@@ -44,7 +44,7 @@ impl DeploymentController {
         key: &ObjectKey,
         cached: Arc<DeploymentObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let namespace = key.namespace();
         let d: DeploymentObject = (*cached).clone();
         let d_api: Api<DeploymentObject> =
@@ -156,7 +156,7 @@ impl DeploymentController {
         rs_api: &Api<ReplicaSetObject>,
         selector: &Selector,
     ) -> Result<Vec<ReplicaSetObject>, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
         let uid = d.metadata.uid.clone().unwrap_or_default();
         let mut candidates = s.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
@@ -182,8 +182,7 @@ impl DeploymentController {
         rss.iter()
             .filter_map(|rs| rs.metadata.uid.clone())
             .flat_map(|uid| {
-                self.inner
-                    .pods
+                self.pods
                     .by_index(POD_CONTROLLER_INDEX, &uid)
                     .into_iter()
                     .map(move |pod| (uid.clone(), pod))

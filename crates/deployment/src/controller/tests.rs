@@ -7,26 +7,18 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::client::unreachable_client;
-use mini_kcm_runtime::controller::{ControllerOptions, ObjectKey, Requeue, SyncKeyError, sync_key};
-use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
-use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::controller::offline::{drain_queue, offline_controller};
+use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
+use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
+use super::DeploymentController;
 use super::error::SyncError;
-use super::{DEFAULT_WORKERS, DeploymentController};
 use crate::testutil::{deployment, recreate, rs_for};
 use crate::{DeploymentObject, ReplicaSetObject};
 
-fn controller() -> DeploymentController {
-    let client = unreachable_client().unwrap();
-    let informers = SharedInformers::new(client.clone(), None);
-    DeploymentController::new(
-        &informers,
-        client,
-        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
-        mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
-    )
+fn controller() -> Arc<DeploymentController> {
+    offline_controller()
 }
 
 fn controlled_by(meta: &mut ObjectMeta, api_version: &str, kind: &str, name: &str, uid: &str) {
@@ -56,73 +48,59 @@ fn replica_set(d: &DeploymentObject, name: &str, owner: Option<(&str, &str)>) ->
     rs
 }
 
-async fn drain(c: &DeploymentController) -> Vec<String> {
-    let mut keys = Vec::new();
-    while !c.inner.core.queue.is_empty() {
-        let key = c.inner.core.queue.get().await.unwrap();
-        c.inner.core.queue.done(&key);
-        keys.push(key.to_string());
-    }
-    keys.sort();
-    keys
-}
-
 #[tokio::test]
 async fn a_replica_set_event_wakes_only_its_controller() {
     let c = controller();
     let first = deployment("first", 1, 1, 0);
-    c.inner.core.objects.cache_insert(first.clone());
-    c.inner
-        .core
-        .objects
-        .cache_insert(deployment("second", 1, 1, 0));
+    c.core.objects.cache_insert(first.clone());
+    c.core.objects.cache_insert(deployment("second", 1, 1, 0));
     let owned = replica_set(&first, "rs", Some(("apps/v1", "second")));
     c.on_replica_set(&Change::Added(Arc::new(owned)), Origin::Watch);
-    assert_eq!(drain(&c).await, ["default/second"]);
+    assert_eq!(drain_queue(&c.core).await, ["default/second"]);
 }
 
 #[tokio::test]
 async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
     let c = controller();
     let first = deployment("first", 1, 1, 0);
-    c.inner.core.objects.cache_insert(first.clone());
-    c.inner
-        .core
-        .objects
-        .cache_insert(deployment("second", 1, 1, 0));
+    c.core.objects.cache_insert(first.clone());
+    c.core.objects.cache_insert(deployment("second", 1, 1, 0));
     let mut elsewhere = deployment("elsewhere", 1, 1, 0);
     elsewhere.metadata.namespace = Some("other".into());
-    c.inner.core.objects.cache_insert(elsewhere);
+    c.core.objects.cache_insert(elsewhere);
     c.on_replica_set(
         &Change::Added(Arc::new(replica_set(&first, "rs", None))),
         Origin::Watch,
     );
-    assert_eq!(drain(&c).await, ["default/first", "default/second"]);
+    assert_eq!(
+        drain_queue(&c.core).await,
+        ["default/first", "default/second"]
+    );
 }
 
 #[tokio::test]
 async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_ours() {
     let c = controller();
     let d = deployment("web", 1, 1, 0);
-    c.inner.core.objects.cache_insert(d.clone());
+    c.core.objects.cache_insert(d.clone());
     // The copy named `web` is another object: another UID.
     let mut foreign = replica_set(&d, "rs", Some(("minikcm.dev/v1", "web")));
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].uid = "copy-uid".into();
     }
     c.on_replica_set(&Change::Added(Arc::new(foreign)), Origin::Watch);
-    assert!(drain(&c).await.is_empty());
+    assert!(drain_queue(&c.core).await.is_empty());
 }
 
 #[tokio::test]
 async fn a_reference_is_resolved_by_kind_name_and_uid_whatever_its_group_version() {
     let c = controller();
     let d = deployment("web", 1, 1, 0);
-    c.inner.core.objects.cache_insert(d.clone());
+    c.core.objects.cache_insert(d.clone());
     // As upstream, a reference written with an older API group still names the owner by its UID.
     let legacy = replica_set(&d, "rs", Some(("extensions/v1beta1", "web")));
     c.on_replica_set(&Change::Added(Arc::new(legacy)), Origin::Watch);
-    assert_eq!(drain(&c).await, ["default/web"]);
+    assert_eq!(drain_queue(&c.core).await, ["default/web"]);
 }
 
 #[tokio::test]
@@ -133,9 +111,8 @@ async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
         if strategy_recreate {
             d = recreate(d);
         }
-        c.inner.core.objects.cache_insert(d.clone());
-        c.inner
-            .replica_sets
+        c.core.objects.cache_insert(d.clone());
+        c.replica_sets
             .cache_insert(replica_set(&d, "web-hash", Some(("apps/v1", "web"))));
         let mut pod = CachedPod::default();
         pod.metadata.name = Some("web-hash-x".into());
@@ -148,7 +125,11 @@ async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
             "uid-web-hash",
         );
         c.pod_deleted(&pod, Origin::Watch);
-        assert_eq!(drain(&c).await, expected, "recreate: {strategy_recreate}");
+        assert_eq!(
+            drain_queue(&c.core).await,
+            expected,
+            "recreate: {strategy_recreate}"
+        );
     }
 }
 
@@ -157,18 +138,18 @@ async fn the_sync_waits_until_the_cache_shows_its_own_writes() {
     let c = controller();
     let mut d = deployment("web", 1, 1, 0);
     d.metadata.resource_version = Some("5".into());
-    c.inner.core.objects.cache_insert(d.clone());
+    c.core.objects.cache_insert(d.clone());
     let key = ObjectKey::of(&d.metadata);
     // A write of ours produced resourceVersion 10, which the cache has not delivered yet.
     let mut written = d.clone();
     written.metadata.resource_version = Some("10".into());
-    c.inner.core.consistency.record_write(&key, &written);
-    let err = sync_key(&c, &key)
+    c.core.consistency.record_write(&key, &written);
+    let err = sync_key(c.as_ref(), &key)
         .await
         .expect_err("a stale cache is not synced");
     assert!(matches!(err, SyncKeyError::StaleCache { .. }), "{err}");
-    c.inner.core.objects.cache_insert(written);
-    assert!(c.inner.core.consistency.is_ready(&key));
+    c.core.objects.cache_insert(written);
+    assert!(c.core.consistency.is_ready(&key));
 }
 
 #[tokio::test]
@@ -177,12 +158,12 @@ async fn a_deleted_deployment_is_forgotten_without_api_calls() {
     let key = ObjectKey::new("default", "gone");
     let mut written = deployment("gone", 1, 1, 0);
     written.metadata.resource_version = Some("10".into());
-    c.inner.core.consistency.record_write(&key, &written);
+    c.core.consistency.record_write(&key, &written);
     // The Deployment cache has seen version 10 (e.g. the deletion) but holds no such object.
     let mut other = deployment("other", 1, 1, 0);
     other.metadata.resource_version = Some("11".into());
-    c.inner.core.objects.cache_insert(other);
-    let requeue = sync_key(&c, &key)
+    c.core.objects.cache_insert(other);
+    let requeue = sync_key(c.as_ref(), &key)
         .await
         .expect("nothing to do, nothing called");
     assert_eq!(requeue, Requeue::Never);
@@ -201,16 +182,16 @@ async fn selecting_everything_only_observes_the_generation() {
         }
         .into(),
     );
-    c.inner.core.objects.cache_insert(d.clone());
+    c.core.objects.cache_insert(d.clone());
     // Already observed: no write (the unreachable client would fail one), only a SelectingAll event.
-    let requeue = sync_key(&c, &ObjectKey::of(&d.metadata))
+    let requeue = sync_key(c.as_ref(), &ObjectKey::of(&d.metadata))
         .await
         .expect("no API call");
     assert_eq!(requeue, Requeue::Never);
     // Not yet observed: the generation is written, which fails against the unreachable client.
     d.metadata.generation = Some(4);
-    c.inner.core.objects.cache_insert(d.clone());
-    let err = sync_key(&c, &ObjectKey::of(&d.metadata))
+    c.core.objects.cache_insert(d.clone());
+    let err = sync_key(c.as_ref(), &ObjectKey::of(&d.metadata))
         .await
         .expect_err("a status write is attempted");
     assert!(
@@ -223,7 +204,7 @@ async fn selecting_everything_only_observes_the_generation() {
 async fn what_wakes_a_deployment_is_said_in_words() {
     let c = controller();
     let d = deployment("web", 1, 1, 0);
-    c.inner.core.objects.cache_insert(d.clone());
+    c.core.objects.cache_insert(d.clone());
     let mut old = replica_set(&d, "web-7d9f", Some(("apps/v1", "web")));
     old.metadata.resource_version = Some("3".into());
     let mut new = old.clone();
@@ -244,7 +225,7 @@ async fn what_wakes_a_deployment_is_said_in_words() {
         },
         Origin::Watch,
     );
-    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    let (_, woken) = c.core.queue.get_woken().await.unwrap();
     assert_eq!(
         woken.reasons,
         [

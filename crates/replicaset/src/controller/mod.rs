@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use kube::Client;
 use mini_kcm_runtime::controller::{
-    Controller, ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
+    ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
 use mini_kcm_runtime::expectations::{ExpectationsSnapshot, UidTrackingExpectations};
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
@@ -37,39 +37,20 @@ const REPLICA_SET_CONTROLLER: ControllerKind = ControllerKind {
     max_retries: None,
 };
 
-/// `--concurrent-replicaset-syncs`' default, as upstream.
-#[cfg(test)]
-pub(crate) const DEFAULT_WORKERS: usize = 5;
-
-/// One ReplicaSet controller instance (for one API family), built on the shared informers, with its
-/// event handlers registered. `client` is the controller's own (rate-limited) client for writes. Call
-/// [`SharedInformers::start`] afterwards.
-pub fn new_controller(
-    informers: &SharedInformers,
-    client: Client,
-    options: ControllerOptions,
-    metrics: ControllerMetrics,
-) -> Arc<dyn Controller> {
-    Arc::new(ReplicaSetController::new(
-        informers, client, options, metrics,
-    ))
-}
-
-/// One ReplicaSet controller (for one API family).
-#[derive(Clone)]
+/// One ReplicaSet controller (for one API family): its core, the pods it counts and the expectations of
+/// its creations and deletions.
 pub(crate) struct ReplicaSetController {
-    pub(crate) inner: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
     pub(crate) core: ControllerCore<ReplicaSetObject>,
     pub(crate) pods: Informer<CachedPod>,
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) pod_control: PodControl,
 }
 
-impl ReplicaSetController {
-    pub(crate) fn new(
+impl Reconcile for ReplicaSetController {
+    type Object = ReplicaSetObject;
+    type Error = SyncError;
+
+    fn new(
         informers: &SharedInformers,
         client: Client,
         options: ControllerOptions,
@@ -87,29 +68,20 @@ impl ReplicaSetController {
         );
         let pods = pod_informer(informers);
         core.track(&pods);
-        let controller = ReplicaSetController {
-            inner: Arc::new(Shared {
-                pod_control: PodControl::new(
-                    client,
-                    core.recorder.clone(),
-                    core.consistency.clone(),
-                ),
-                core,
-                pods,
-                expectations: UidTrackingExpectations::new(),
-            }),
-        };
-        controller.register_handlers();
-        controller
+        ReplicaSetController {
+            pod_control: PodControl::new(client, core.recorder.clone(), core.consistency.clone()),
+            core,
+            pods,
+            expectations: UidTrackingExpectations::new(),
+        }
     }
-}
 
-impl Reconcile for ReplicaSetController {
-    type Object = ReplicaSetObject;
-    type Error = SyncError;
+    fn register_handlers(self: &Arc<Self>) {
+        self.register_event_handlers();
+    }
 
     fn core(&self) -> &ControllerCore<ReplicaSetObject> {
-        &self.inner.core
+        &self.core
     }
 
     async fn sync(
@@ -121,10 +93,10 @@ impl Reconcile for ReplicaSetController {
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.inner.expectations.delete_expectations(key);
+        self.expectations.delete_expectations(key);
     }
 
     fn expectations(&self) -> Option<ExpectationsSnapshot> {
-        Some(self.inner.expectations.snapshot())
+        Some(self.expectations.snapshot())
     }
 }

@@ -61,7 +61,7 @@ impl ReplicaSetController {
         key: &ObjectKey,
         rs: Arc<ReplicaSetObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = &self.inner;
+        let s = self;
         let started = std::time::Instant::now();
         let namespace = key.namespace();
         let needs_sync = s.expectations.satisfied_expectations(key);
@@ -158,7 +158,7 @@ impl ReplicaSetController {
     /// Active pods of every ReplicaSet sharing this one's controller (a Deployment's ReplicaSets), for
     /// ranking deletions by crowding on nodes. Empty when the ReplicaSet has no controller.
     fn related_pods(&self, rs: &ReplicaSetObject) -> Vec<Arc<CachedPod>> {
-        let s = &self.inner;
+        let s = self;
         let Some(controller) = controller_uid(&rs.metadata) else {
             return Vec::new();
         };
@@ -182,7 +182,7 @@ impl ReplicaSetController {
         owner: &OwnerInfo,
         plan: ReplicaPlan,
     ) -> Option<ManageFailure> {
-        let s = &self.inner;
+        let s = self;
         let regarding = object_reference(rs, &s.core.resource);
         match plan {
             ReplicaPlan::Steady => None,
@@ -254,7 +254,7 @@ impl ReplicaSetController {
         pod: &CachedPod,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let s = &self.inner;
+        let s = self;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         match s.pod_control.delete(key, namespace, name, regarding).await {

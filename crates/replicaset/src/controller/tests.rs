@@ -4,38 +4,25 @@
 //! TestDeleteControllerAndExpectations.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::client::unreachable_client;
-use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::informers::{Change, Origin, SharedInformers};
+use mini_kcm_runtime::controller::offline::{key, offline_controller};
+use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::cached::{CachedPodSpec, CachedPodStatus};
 use mini_kcm_workqueue::Priority;
 
-use super::{DEFAULT_WORKERS, ReplicaSetController, SyncError};
-use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key};
+use super::{ReplicaSetController, SyncError};
+use mini_kcm_runtime::controller::{Requeue, SyncKeyError, sync_key};
 
-/// A key from upstream's `namespace/name` spelling.
-fn key(key: &str) -> ObjectKey {
-    let (namespace, name) = key.split_once('/').unwrap();
-    ObjectKey::new(namespace, name)
-}
-
-fn controller() -> ReplicaSetController {
-    let client = unreachable_client().unwrap();
-    let informers = SharedInformers::new(client.clone(), None);
-    ReplicaSetController::new(
-        &informers,
-        client,
-        ControllerOptions::new(ApiFamily::Apps, DEFAULT_WORKERS),
-        mini_kcm_runtime::metrics::ControllerMetrics::unregistered(),
-    )
+fn controller() -> Arc<ReplicaSetController> {
+    offline_controller()
 }
 
 fn labels(app: &str) -> BTreeMap<String, String> {
@@ -119,17 +106,15 @@ fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> CachedPod {
 #[tokio::test]
 async fn a_replica_set_in_its_desired_state_makes_no_api_call() {
     let c = controller();
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("web", "rs-uid", 2, "web"));
     for name in ["a", "b"] {
-        c.inner
-            .pods
+        c.pods
             .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
     }
     // Any request would fail against the unreachable client.
-    let requeue = sync_key(&c, &key("ns/web"))
+    let requeue = sync_key(c.as_ref(), &key("ns/web"))
         .await
         .expect("nothing to do, nothing called");
     assert_eq!(requeue, Requeue::Never);
@@ -146,22 +131,21 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
         status.ready_replicas = Some(2);
         status.available_replicas = Some(2);
     }
-    c.inner.core.objects.cache_insert(rs);
+    c.core.objects.cache_insert(rs);
     for name in ["a", "b"] {
-        c.inner
-            .pods
+        c.pods
             .cache_insert(pod(name, "web", Some(("web", "rs-uid"))));
     }
     // Waiting for one creation to be observed: the sync must not create.
-    c.inner.expectations.expect_creations(&key("ns/web"), 1);
-    let requeue = sync_key(&c, &key("ns/web"))
+    c.expectations.expect_creations(&key("ns/web"), 1);
+    let requeue = sync_key(c.as_ref(), &key("ns/web"))
         .await
         .expect("dormant: no creation attempted");
     assert_eq!(requeue, Requeue::Never);
 
     // Once the creation is observed, the sync acts (and, with no server, fails trying).
-    c.inner.expectations.creation_observed(&key("ns/web"));
-    let err = sync_key(&c, &key("ns/web"))
+    c.expectations.creation_observed(&key("ns/web"));
+    let err = sync_key(c.as_ref(), &key("ns/web"))
         .await
         .expect_err("a creation is attempted");
     // The failed creation also adds a ReplicaFailure condition, whose write fails the same way.
@@ -170,73 +154,55 @@ async fn unsatisfied_expectations_make_the_sync_dormant() {
         "{err}"
     );
     // The failed creation lowered the expectations again, so the next sync may retry.
-    assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
+    assert!(c.expectations.satisfied_expectations(&key("ns/web")));
 }
 
 #[tokio::test]
 async fn a_pod_event_counts_only_for_its_controller_among_overlapping_replica_sets() {
     let c = controller();
     // Two ReplicaSets whose selectors both match app=web.
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("first", "uid-1", 1, "web"));
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("second", "uid-2", 1, "web"));
-    c.inner.expectations.expect_creations(&key("ns/first"), 1);
-    c.inner.expectations.expect_creations(&key("ns/second"), 1);
+    c.expectations.expect_creations(&key("ns/first"), 1);
+    c.expectations.expect_creations(&key("ns/second"), 1);
 
     let owned = std::sync::Arc::new(pod("p", "web", Some(("second", "uid-2"))));
     c.on_pod(&Change::Added(owned), Origin::Watch);
-    assert!(
-        c.inner
-            .expectations
-            .satisfied_expectations(&key("ns/second"))
-    );
-    assert!(
-        !c.inner
-            .expectations
-            .satisfied_expectations(&key("ns/first"))
-    );
-    assert_eq!(c.inner.core.queue.len(), 1, "only the controller is woken");
-    assert_eq!(c.inner.core.queue.get().await, Some(key("ns/second")));
+    assert!(c.expectations.satisfied_expectations(&key("ns/second")));
+    assert!(!c.expectations.satisfied_expectations(&key("ns/first")));
+    assert_eq!(c.core.queue.len(), 1, "only the controller is woken");
+    assert_eq!(c.core.queue.get().await, Some(key("ns/second")));
 }
 
 #[tokio::test]
 async fn an_orphan_wakes_every_matching_replica_set_without_counting() {
     let c = controller();
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("first", "uid-1", 1, "web"));
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("second", "uid-2", 1, "web"));
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("other", "uid-3", 1, "db"));
-    c.inner.expectations.expect_creations(&key("ns/first"), 1);
+    c.expectations.expect_creations(&key("ns/first"), 1);
     c.on_pod(
         &Change::Added(std::sync::Arc::new(pod("orphan", "web", None))),
         Origin::Watch,
     );
-    assert_eq!(c.inner.core.queue.len(), 2);
-    assert!(
-        !c.inner
-            .expectations
-            .satisfied_expectations(&key("ns/first"))
-    );
+    assert_eq!(c.core.queue.len(), 2);
+    assert!(!c.expectations.satisfied_expectations(&key("ns/first")));
 }
 
 #[tokio::test]
 async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     let c = controller();
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
     // The copy named `web` is another object: another UID.
@@ -244,33 +210,31 @@ async fn a_pod_of_a_same_named_owner_of_the_other_family_is_not_ours() {
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].api_version = "minikcm.dev/v1".into();
     }
-    c.inner.expectations.expect_creations(&key("ns/web"), 1);
+    c.expectations.expect_creations(&key("ns/web"), 1);
     c.on_pod(&Change::Added(std::sync::Arc::new(foreign)), Origin::Watch);
-    assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
-    assert_eq!(c.inner.core.queue.len(), 0);
+    assert!(!c.expectations.satisfied_expectations(&key("ns/web")));
+    assert_eq!(c.core.queue.len(), 0);
 }
 
 #[tokio::test]
 async fn deleting_a_replica_set_forgets_its_expectations() {
     let c = controller();
     let rs = replica_set("web", "rs-uid", 1, "web");
-    c.inner.expectations.expect_creations(&key("ns/web"), 5);
+    c.expectations.expect_creations(&key("ns/web"), 5);
     c.on_replica_set(&Change::Deleted(std::sync::Arc::new(rs)), Origin::Watch);
-    assert!(c.inner.expectations.get(&key("ns/web")).is_none());
+    assert!(c.expectations.get(&key("ns/web")).is_none());
     // The sync of a ReplicaSet that is gone does nothing and succeeds.
-    let requeue = sync_key(&c, &key("ns/web")).await.expect("gone");
+    let requeue = sync_key(c.as_ref(), &key("ns/web")).await.expect("gone");
     assert_eq!(requeue, Requeue::Never);
 }
 
 #[tokio::test]
 async fn a_graceful_deletion_is_counted_once() {
     let c = controller();
-    c.inner
-        .core
+    c.core
         .objects
         .cache_insert(replica_set("web", "rs-uid", 1, "web"));
-    c.inner
-        .expectations
+    c.expectations
         .expect_deletions(&key("ns/web"), vec![key("ns/a")]);
     let before = pod("a", "web", Some(("web", "rs-uid")));
     let mut terminating = before.clone();
@@ -283,16 +247,15 @@ async fn a_graceful_deletion_is_counted_once() {
         },
         Origin::Watch,
     );
-    assert!(c.inner.expectations.satisfied_expectations(&key("ns/web")));
-    c.inner
-        .expectations
+    assert!(c.expectations.satisfied_expectations(&key("ns/web")));
+    c.expectations
         .expect_deletions(&key("ns/web"), vec![key("ns/other")]);
     // The final delete of the same pod must not count for another expected deletion.
     c.on_pod(
         &Change::Deleted(std::sync::Arc::new(terminating)),
         Origin::Watch,
     );
-    assert!(!c.inner.expectations.satisfied_expectations(&key("ns/web")));
+    assert!(!c.expectations.satisfied_expectations(&key("ns/web")));
 }
 
 /// `pod` before it turned Ready (an older resourceVersion).
@@ -313,7 +276,7 @@ async fn a_pod_turning_ready_wakes_its_replica_set_saying_so() {
     let c = controller();
     let mut rs = replica_set("web", "rs-uid", 1, "web");
     rs.spec.min_ready_seconds = Some(10);
-    c.inner.core.objects.cache_insert(rs);
+    c.core.objects.cache_insert(rs);
     let ready = pod("web-7d9f-x", "web", Some(("web", "rs-uid")));
     c.on_pod(
         &Change::Updated {
@@ -322,12 +285,12 @@ async fn a_pod_turning_ready_wakes_its_replica_set_saying_so() {
         },
         Origin::Watch,
     );
-    let (woken_key, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    let (woken_key, woken) = c.core.queue.get_woken().await.unwrap();
     assert_eq!(woken_key, key("ns/web"));
     assert_eq!(woken.reasons, ["pod web-7d9f-x became Ready (update)"]);
     assert_eq!(woken.priority, Priority::Fresh);
     // The recheck for minReadySeconds says why too.
-    let waiting = c.inner.core.queue.snapshot(10).waiting;
+    let waiting = c.core.queue.snapshot(10).waiting;
     assert_eq!(waiting.len(), 1, "{waiting:?}");
 }
 
@@ -335,14 +298,14 @@ async fn a_pod_turning_ready_wakes_its_replica_set_saying_so() {
 async fn keys_from_the_initial_list_are_low_priority_and_say_so() {
     let c = controller();
     let rs = std::sync::Arc::new(replica_set("web", "rs-uid", 1, "web"));
-    c.inner.core.objects.cache_insert(rs.as_ref().clone());
+    c.core.objects.cache_insert(rs.as_ref().clone());
     c.on_replica_set(&Change::Added(rs.clone()), Origin::InitialList);
     let owned = pod("web-1", "web", Some(("web", "rs-uid")));
     c.on_pod(
         &Change::Added(std::sync::Arc::new(owned)),
         Origin::InitialList,
     );
-    let queued = c.inner.core.queue.snapshot(10).queued;
+    let queued = c.core.queue.snapshot(10).queued;
     assert_eq!(queued.len(), 1, "coalesced: {queued:?}");
     assert_eq!(queued[0].priority, Priority::Low);
     assert_eq!(queued[0].reasons, ["initial list"]);
@@ -355,7 +318,7 @@ async fn keys_from_the_initial_list_are_low_priority_and_say_so() {
         ))),
         Origin::Watch,
     );
-    let (_, woken) = c.inner.core.queue.get_woken().await.unwrap();
+    let (_, woken) = c.core.queue.get_woken().await.unwrap();
     assert_eq!(woken.priority, Priority::Fresh);
     assert_eq!(woken.reasons, ["initial list", "pod web-1 deleted"]);
 }

@@ -6,8 +6,13 @@
 //! - [`ControllerCore`]: the fields every instance has (its objects' cache as [`Owners`], the queue, the
 //!   read-your-own-writes store, status-write deferral, the event recorder, metrics, sync counts), and
 //!   the one way handlers queue keys, saying why ([`ControllerCore::enqueue`], `super::wake`);
-//! - [`Reconcile`]: what a controller adds — its sync of one object that exists, what to forget when an
-//!   object is gone, its expectations for the live view, and any housekeeping beside the workers.
+//! - [`Reconcile`]: what a controller adds — how it is built on the shared informers and which events
+//!   wake it, its sync of one object that exists, what to forget when an object is gone, its expectations
+//!   for the live view, and any housekeeping beside the workers;
+//! - [`new_controller`]: builds one instance of a [`Reconcile`], handlers registered, as the manager's
+//!   [`Controller`]; each controller crate exports it for its type as a [`NewController`], which the
+//!   manager's descriptor table calls (`super::offline` builds one on caches filled by hand, for unit
+//!   tests).
 //!
 //! The core runs the workers and owns the **prologue** of every sync (kube-runtime's applier owns
 //! "object gone" the same way): a key whose caches have not yet observed this controller's own writes
@@ -34,13 +39,14 @@ use kube::{Client, Resource};
 use mini_kcm_workqueue::{Priorities, Wake, WorkQueue, controller_rate_limiter};
 use serde::de::DeserializeOwned;
 
+use super::wake::{self, wake};
 use super::{Controller, ObjectKey, Owners};
 use crate::client::RequestBudget;
 use crate::consistency::ConsistencyStore;
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::events::EventRecorder;
 use crate::expectations::ExpectationsSnapshot;
-use crate::informers::Informer;
+use crate::informers::{Change, Informer, Origin, SharedInformers};
 use crate::inspect::{ControllerView, SyncStats};
 use crate::kinds::{ApiFamily, WorkloadKind};
 use crate::metrics::ControllerMetrics;
@@ -186,6 +192,35 @@ where
         self.queue.add_woken(ObjectKey::of(object.meta()), why);
     }
 
+    /// An event of one of the controller's own objects: every change (spec, status, even deletion) is
+    /// worth a sync. An object deleted, or deleted and re-created under the same name between two events
+    /// (its UID changed), is forgotten first: its read-your-own-writes records, and what `forget` drops
+    /// (its expectations: a new object of that name must start clean).
+    pub fn on_object(&self, change: &Change<K>, origin: Origin, forget: impl Fn(&ObjectKey)) {
+        let kind = self.by.kind;
+        let gone = |object: &K, why: Wake| {
+            let key = ObjectKey::of(object.meta());
+            self.consistency.clear(&key);
+            forget(&key);
+            self.queue.add_woken(key, why);
+        };
+        match change {
+            Change::Added(object) => {
+                self.enqueue(object, wake(origin, || wake::added(kind, object.meta())));
+            }
+            Change::Updated { old, new } => {
+                let why = wake(origin, || wake::updated(kind, old.meta(), new.meta()));
+                if old.meta().uid != new.meta().uid {
+                    gone(old, why.clone());
+                }
+                self.enqueue(new, why);
+            }
+            Change::Deleted(object) => {
+                gone(object, wake(origin, || wake::deleted(kind, object.meta())))
+            }
+        }
+    }
+
     /// A pod of `owner` went from not Ready to Ready: sync `owner` again once the pod has been Ready for
     /// its `minReadySeconds` (plus `margin`), when it counts as available. Nothing without
     /// `minReadySeconds`: the pod is available as soon as it is Ready, and this event already woke the
@@ -270,11 +305,23 @@ impl Requeue {
 }
 
 /// A controller's algorithm, run by its [`ControllerCore`].
-pub trait Reconcile: Clone + Send + Sync + 'static {
+pub trait Reconcile: Send + Sync + Sized + 'static {
     /// The kind it manages.
     type Object: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static;
     /// How its sync fails.
     type Error: SyncFailure + Send + 'static;
+
+    /// One instance (for `options.family`) on the shared informers, with `client`, the controller's own
+    /// rate-limited client for writes.
+    fn new(
+        informers: &SharedInformers,
+        client: Client,
+        options: ControllerOptions,
+        metrics: ControllerMetrics,
+    ) -> Self;
+
+    /// Registers the informer event handlers that queue its keys (each keeps a handle on the instance).
+    fn register_handlers(self: &Arc<Self>);
 
     fn core(&self) -> &ControllerCore<Self::Object>;
 
@@ -363,10 +410,37 @@ pub async fn sync_key<R: Reconcile>(
         .map_err(SyncKeyError::Failed)
 }
 
-/// Every [`Reconcile`] runs as a [`Controller`] of the manager.
-impl<R: Reconcile> Controller for R {
+/// How the manager builds one controller instance (for one API family) on the shared informers, with the
+/// controller's own client: each controller crate exports one, `new_controller::<ItsController>`.
+pub type NewController =
+    fn(&SharedInformers, Client, ControllerOptions, ControllerMetrics) -> Arc<dyn Controller>;
+
+/// One instance of `R` with its handlers registered, as the manager runs it. Call
+/// [`SharedInformers::start`] afterwards.
+pub fn new_controller<R: Reconcile>(
+    informers: &SharedInformers,
+    client: Client,
+    options: ControllerOptions,
+    metrics: ControllerMetrics,
+) -> Arc<dyn Controller> {
+    Arc::new(built::<R>(informers, client, options, metrics))
+}
+
+pub(super) fn built<R: Reconcile>(
+    informers: &SharedInformers,
+    client: Client,
+    options: ControllerOptions,
+    metrics: ControllerMetrics,
+) -> Arc<R> {
+    let controller = Arc::new(R::new(informers, client, options, metrics));
+    controller.register_handlers();
+    controller
+}
+
+/// Every [`Reconcile`], shared, runs as a [`Controller`] of the manager.
+impl<R: Reconcile> Controller for Arc<R> {
     fn run(&self) -> BoxFuture<'static, ()> {
-        let controller = self.clone();
+        let controller = Arc::clone(self);
         async move {
             let core = controller.core();
             tracing::info!(
@@ -384,10 +458,10 @@ impl<R: Reconcile> Controller for R {
                 stats: core.syncs.clone(),
                 decisions: core.options.decisions.clone(),
             };
-            let syncing = controller.clone();
+            let syncing = Arc::clone(&controller);
             let workers = run_workers(workers, move |key: ObjectKey| {
-                let controller = syncing.clone();
-                async move { sync_key(&controller, &key).await }
+                let controller = Arc::clone(&syncing);
+                async move { sync_key(controller.as_ref(), &key).await }
             });
             tokio::select! {
                 () = workers => {}

@@ -16,7 +16,9 @@
 mod core;
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
 pub(crate) mod key;
+pub mod offline;
 mod owners;
+mod pod_events;
 mod to_wake;
 pub mod wake;
 
@@ -25,10 +27,12 @@ use futures::future::BoxFuture;
 use crate::inspect::ControllerView;
 
 pub use core::{
-    ControllerCore, ControllerKind, ControllerOptions, Reconcile, Requeue, SyncKeyError, sync_key,
+    ControllerCore, ControllerKind, ControllerOptions, NewController, Reconcile, Requeue,
+    SyncKeyError, new_controller, sync_key,
 };
 pub use key::ObjectKey;
 pub use owners::Owners;
+pub use pod_events::{PodEventRules, PodExpectations};
 pub use to_wake::ToWake;
 
 /// What the manager needs from a controller instance once it is built on the shared informers.
