@@ -77,6 +77,8 @@ where
         + 'static,
 {
     /// Handles one pod event from the pod informer (module header).
+    ///
+    /// upstream: addPod, updatePod, deletePod (of the ReplicaSet and DaemonSet controllers)
     pub fn on_pod(
         &self,
         change: &Change<CachedPod>,
