@@ -1,8 +1,8 @@
-//! `docs/tour.md` stays true: this test starts `mini-kcm up` as a user would, then runs every `sh` block
-//! of the tour in order in one bash session (`set -euo pipefail`), and after each block waits for the
-//! conditions of the `<!-- check: ... -->` comments that follow it (each a bash condition, retried until
-//! it holds or 90 s pass). A command that fails, or a check that never holds, fails the test with the
-//! tour's output so far.
+//! `docs/tour.md` and its part 2, `docs/tour-lifecycle.md`, stay true: this test starts `mini-kcm up` as
+//! a user would, then runs every `sh` block of the tour in order in one bash session
+//! (`set -euo pipefail`), and after each block waits for the conditions of the `<!-- check: ... -->`
+//! comments that follow it (each a bash condition, retried until it holds or 90 s pass). A command that
+//! fails, or a check that never holds, fails the test with the tour's output so far.
 
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used)]
@@ -126,7 +126,10 @@ fn the_pieces_of_a_markdown_tour_are_found_in_order() {
 
 #[test]
 fn the_tour_in_the_docs_runs_and_its_checks_hold() {
-    let doc = std::fs::read_to_string(repo_path("docs/tour.md")).unwrap();
+    // Both parts, in order: part 2 goes on from where part 1 left the plane.
+    let doc = ["docs/tour.md", "docs/tour-lifecycle.md"]
+        .map(|part| std::fs::read_to_string(repo_path(part)).unwrap())
+        .join("\n");
     let pieces = pieces(&doc);
     assert!(
         pieces
