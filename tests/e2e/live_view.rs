@@ -3,8 +3,9 @@
 //! that the rendered page shows the new ReplicaSet in the Deployment's tree, the queue activity (syncs
 //! counted) and the decisions, and that `mini-kcm explain` tells the same story on the command line; then
 //! the same for a DaemonSet's node → pod map.
-//! It saves the browser's screenshot under the target folder, and into docs/images/live-view.png (which
-//! docs/live-view.md shows) when `MINI_KCM_UPDATE_SCREENSHOT=1`.
+//! It saves the browser's screenshots (the Deployment, the DaemonSet) under the target folder, and into
+//! docs/images/live-view.png and live-view-daemonset.png (which docs/live-view.md shows) when
+//! `MINI_KCM_UPDATE_SCREENSHOT=1`.
 //!
 //! Needs Debian's `chromium` (deploy/live-view/ensure-chromium.sh). Without it the test fails where
 //! `MINI_KCM_REQUIRE_CHROMIUM` is set (.ci/run sets it, after installing it) and is skipped, saying why,
@@ -274,15 +275,7 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         &url,
     )
     .await;
-    assert!(png.starts_with(b"\x89PNG"), "the screenshot is not a PNG");
-    let artifact = repo_path("target/live-view/live-view.png");
-    std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
-    std::fs::write(&artifact, &png).unwrap();
-    println!("screenshot: {} ({} bytes)", artifact.display(), png.len());
-    if std::env::var_os("MINI_KCM_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
-        std::fs::write(repo_path("docs/images/live-view.png"), &png).unwrap();
-        println!("updated docs/images/live-view.png");
-    }
+    save_screenshot(&png, "live-view.png");
 
     // The same story on the command line.
     let explain = tokio::process::Command::new(mini_kcm_binary())
@@ -397,6 +390,17 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
         node_map.contains("id=\"node-grid\""),
         "no node grid:\n{dom}"
     );
+    let png = chromium_output(
+        &chromium,
+        &[
+            "--screenshot",
+            "--window-size=1280,1400",
+            "--hide-scrollbars",
+        ],
+        &ds_url,
+    )
+    .await;
+    save_screenshot(&png, "live-view-daemonset.png");
     let explain = tokio::process::Command::new(mini_kcm_binary())
         .args(["explain", "ds/agent", "-n", &ns.name, "--manager-addr"])
         .arg(addr.to_string())
@@ -421,6 +425,22 @@ async fn the_page_shows_a_rollout_its_queue_activity_and_decisions() {
 }
 
 /// The `chromium` command, or `None` (skipping) when it is missing and not required.
+/// Keeps a screenshot under the target folder, and in docs/images when `MINI_KCM_UPDATE_SCREENSHOT=1`.
+fn save_screenshot(png: &[u8], name: &str) {
+    assert!(
+        png.starts_with(b"\x89PNG"),
+        "the screenshot {name} is not a PNG"
+    );
+    let artifact = repo_path(&format!("target/live-view/{name}"));
+    std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
+    std::fs::write(&artifact, png).unwrap();
+    println!("screenshot: {} ({} bytes)", artifact.display(), png.len());
+    if std::env::var_os("MINI_KCM_UPDATE_SCREENSHOT").is_some_and(|v| v == "1") {
+        std::fs::write(repo_path(&format!("docs/images/{name}")), png).unwrap();
+        println!("updated docs/images/{name}");
+    }
+}
+
 fn chromium() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
