@@ -11,7 +11,9 @@
 //!
 //! Where to start reading: [`run`] (below), then `run.rs` (a plane, every scenario round after round, each
 //! side in turn), `scenario.rs` (what each scenario creates and when it is done), `side.rs` (how each
-//! controller process starts) and `report.rs` (medians, ratios, the table, JSON and plots).
+//! controller process starts) and `report.rs` (medians, ratios, the table, JSON and plots). Three scenarios
+//! named only by name run in modules of their own: `fresh.rs`, `failover.rs` and `scale.rs` (memory and
+//! CPU per cached pod, projected to 150 000 pods).
 
 // The public surface is the list of `pub` items below; this keeps every other `pub` from claiming more.
 #![warn(unreachable_pub)]
@@ -188,7 +190,13 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         }
         if scenario == Scenario::Scale {
             // Its own runs: one population grown size by size, and a forced relist (see scale.rs).
-            scale = Some(scale::run(&ctx, &mut plane, args.rounds, args.baseline).await?);
+            let last = args.scenarios.last() == Some(&scenario);
+            let cleanup = if last {
+                scale::Cleanup::Leave
+            } else {
+                scale::Cleanup::Wait
+            };
+            scale = Some(scale::run(&ctx, &mut plane, args.rounds, args.baseline, cleanup).await?);
             done_runs += args.rounds * runs_per_round;
             continue;
         }

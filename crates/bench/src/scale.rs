@@ -87,12 +87,22 @@ fn replica_set_counts(pods: &[u32]) -> Vec<u32> {
     counts
 }
 
+/// What becomes of the population at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cleanup {
+    /// Delete it and wait until it is gone: other scenarios follow.
+    Wait,
+    /// Leave it: the plane stops next (deleting 50 000 pods takes the plane minutes).
+    Leave,
+}
+
 /// Every size in turn: grow the population to it, then run each side `rounds` times.
 pub(crate) async fn run(
     ctx: &Context,
     plane: &mut LocalPlane,
     rounds: u32,
     baseline: Side,
+    cleanup: Cleanup,
 ) -> Result<ScaleReport, BenchError> {
     let timeout = ctx.sizes.timeout;
     let counts = replica_set_counts(&ctx.sizes.scale_pods);
@@ -163,8 +173,11 @@ pub(crate) async fn run(
             }
         }
     }
-    eprintln!("bench: scale: deleting the population ...");
-    delete_namespace(&ctx.client, NAMESPACE, timeout).await?;
+    if cleanup == Cleanup::Wait {
+        // Later scenarios of this invocation must not cache the population.
+        eprintln!("bench: scale: deleting the population ...");
+        delete_namespace(&ctx.client, NAMESPACE, timeout).await?;
+    }
     let fits = [Side::MiniKcm, baseline]
         .into_iter()
         .filter_map(|side| fit(&runs, side))
