@@ -527,8 +527,12 @@ async fn measure(
 
     // Pod events: one annotation change on each of up to POD_EVENTS pods.
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    // One page: the names of the first pods are all it needs, at any size.
+    let first_page = ListParams::default()
+        .labels(&format!("{ROLE_LABEL}={ROLE_WORKLOAD}"))
+        .limit(POD_EVENTS);
     let names: Vec<String> = pods
-        .list_metadata(&ListParams::default().labels(&format!("{ROLE_LABEL}={ROLE_WORKLOAD}")))
+        .list_metadata(&first_page)
         .await
         .map_err(|e| BenchError::kube("listing the pods", e))?
         .items
