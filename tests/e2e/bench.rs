@@ -1,6 +1,6 @@
 //! `mini-kcm bench` as a CI smoke test: the small sizes, one round. It starts its own plane, runs every
 //! scenario against mini-kcm, against kube-controller-manager and with no controller (the plane's
-//! floor), and must produce a complete report.
+//! floor), plus `fresh-under-load` and `scale` at 20 and 60 pods, and must produce a complete report.
 //! Timings are not asserted (the machine is shared); only that every number was measured.
 
 // Test code: a panic is the failure report.
@@ -25,7 +25,8 @@ fn bench_measures_every_scenario_on_both_sides() {
     let out = std::env::temp_dir().join(format!("mini-kcm-bench-smoke-{}", std::process::id()));
     let output = Command::new(&binary)
         .args(["bench", "--size", "small", "--rounds", "1", "--scenarios"])
-        .arg(format!("{},fresh-under-load", SCENARIOS.join(",")))
+        .arg(format!("{},fresh-under-load,scale", SCENARIOS.join(",")))
+        .args(["--scale-pods", "20,60"])
         .arg("--out")
         .arg(&out)
         .output()
@@ -44,6 +45,8 @@ fn bench_measures_every_scenario_on_both_sides() {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
     fresh_under_load_measured_three_sides(&report, &stdout);
+    scale_measured_both_sides_at_both_sizes(&report, &stdout);
+    assert!(out.join("scale.svg").exists());
     let scenarios = report["scenarios"].as_array().unwrap();
     let names: Vec<&str> = scenarios
         .iter()
@@ -133,5 +136,74 @@ fn fresh_under_load_measured_three_sides(report: &Value, stdout: &str) {
         }
         // The scale comes after the first write, and the flood ends after both.
         assert!(run["flood_done_seconds"].as_f64() >= run["first_write_seconds"].as_f64());
+    }
+}
+
+/// The scale runs: both sides at 20 and 60 pods, every number measured, the relist at the largest size
+/// only, a fitted line per side.
+fn scale_measured_both_sides_at_both_sizes(report: &Value, stdout: &str) {
+    assert!(stdout.contains("\nscale: "), "{stdout}");
+    let scale = &report["scale"];
+    let sizes: Vec<u64> = scale["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["pods"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [20, 60]);
+    for size in scale["sizes"].as_array().unwrap() {
+        let plane = size["plane_rss_bytes"].as_object().unwrap();
+        for component in ["etcd", "kube-apiserver"] {
+            assert!(plane[component].as_f64().unwrap() > 1e6, "{plane:?}");
+        }
+    }
+    let runs = scale["runs"].as_array().unwrap();
+    let order: Vec<(u64, &str)> = runs
+        .iter()
+        .map(|r| (r["pods"].as_u64().unwrap(), r["side"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (20, "mini-kcm"),
+            (20, "upstream"),
+            (60, "mini-kcm"),
+            (60, "upstream")
+        ]
+    );
+    for run in runs {
+        let what = format!("scale {} {}", run["pods"], run["side"]);
+        for field in [
+            "caches_synced_seconds",
+            "first_write_seconds",
+            "statuses_restored_seconds",
+            "steady_rss_bytes",
+            "steady_anon_rss_bytes",
+            "events_seconds",
+        ] {
+            let value = run[field].as_f64().unwrap();
+            assert!(value > 0.0, "{what}: {field} = {value}");
+        }
+        assert!(run["statuses_restored_seconds"].as_f64() >= run["first_write_seconds"].as_f64());
+        assert!(run["steady_anon_rss_bytes"].as_f64() < run["steady_rss_bytes"].as_f64());
+        // Every pod changed once (fewer pods than the per-run cap).
+        assert_eq!(run["pod_events"], run["pods"], "{what}");
+        assert!(run["cpu_seconds_per_1000_pod_events"].as_f64().unwrap() >= 0.0);
+        let relist = &run["relist"];
+        if run["pods"] == 60 {
+            assert!(relist["seconds"].as_f64().unwrap() > 0.0, "{what}");
+            // The peak is at least what was resident after the relist.
+            assert!(relist["peak_rss_bytes"].as_f64() >= relist["rss_after_bytes"].as_f64());
+            assert!(relist["peak_over_steady"].as_f64().unwrap() > 0.5, "{what}");
+        } else {
+            assert!(relist.is_null(), "{what}: {relist}");
+        }
+    }
+    let fits = scale["fits"].as_array().unwrap();
+    let sides: Vec<&str> = fits.iter().map(|f| f["side"].as_str().unwrap()).collect();
+    assert_eq!(sides, ["mini-kcm", "upstream"]);
+    for fit in fits {
+        assert_eq!(fit["projected_pods"], 150_000);
+        assert!(fit["projected_rss_bytes"].as_f64().unwrap().is_finite());
     }
 }

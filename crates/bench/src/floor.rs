@@ -52,6 +52,8 @@ impl PodWork {
             Scenario::Daemonset => PodWork::OnEveryNode,
             // The fresh change is a scale by one: one pod.
             Scenario::FreshUnderLoad | Scenario::Failover => PodWork::Create { pods: 1 },
+            // Not run with a floor: the population is made once, outside any timing (scale.rs).
+            Scenario::Scale => PodWork::Create { pods: 0 },
         }
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! Where to start reading: [`run`] (below), then `run.rs` (a plane, every scenario round after round, each
 //! side in turn), `scenario.rs` (what each scenario creates and when it is done), `side.rs` (how each
-//! controller process starts) and `report.rs` (medians, ratios, the table, JSON and plots).
+//! controller process starts) and `report.rs` (medians, ratios, the table, JSON and plots). Three scenarios
+//! named only by name run in modules of their own: `fresh.rs`, `failover.rs` and `scale.rs` (memory and
+//! CPU per cached pod, projected to 150 000 pods).
 
 // The public surface is the list of `pub` items below; this keeps every other `pub` from claiming more.
 #![warn(unreachable_pub)]
@@ -23,6 +25,7 @@ mod floor;
 mod fresh;
 mod report;
 mod run;
+mod scale;
 mod scenario;
 mod side;
 mod stats;
@@ -41,7 +44,8 @@ use mini_kcm_local_plane::{
 
 pub use error::BenchError;
 pub use report::{
-    FailoverReport, FailoverRun, FreshReport, FreshRun, Report, RunResult, ScenarioResult,
+    FailoverReport, FailoverRun, FreshReport, FreshRun, RelistRun, Report, RunResult, ScaleFit,
+    ScaleReport, ScaleRun, ScaleSize, ScenarioResult,
 };
 pub use scenario::{Scenario, Size, Sizes};
 pub use side::{ClientLimits, Side};
@@ -85,6 +89,10 @@ pub struct BenchArgs {
     /// such as 3 000 measures the RSS per cached pod in a fraction of the full run's time.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub steady_pods: Option<u32>,
+    /// Pods cached at each size of the scale scenario (comma-separated; 10 per ReplicaSet, rounded
+    /// up), instead of the size's (100,300 / 1000,5000,10000).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    pub scale_pods: Option<Vec<u32>>,
     /// Also run each scenario's pod work with no controller, once per round (the plane's floor:
     /// the time no controller can beat, see docs/performance.md).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -104,6 +112,14 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     let mut sizes = Sizes::of(args.size);
     if let Some(pods) = args.steady_pods {
         sizes.set_steady_pods(pods);
+    }
+    if let Some(pods) = &args.scale_pods {
+        sizes.scale_pods = pods.clone();
+    }
+    if args.scenarios.contains(&Scenario::Scale) {
+        // Enough kwok nodes for the largest population (the DaemonSet scenario then covers them all).
+        let largest = sizes.scale_pods.iter().copied().max().unwrap_or_default();
+        sizes.nodes = sizes.nodes.max(scale::nodes_for(largest));
     }
     let limits = if args.kube_api_qps <= 0.0 {
         ClientLimits::UNTHROTTLED
@@ -130,7 +146,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     let mut options = PlaneOptions::new(binaries);
     options.nodes = sizes.nodes as usize;
     options.upstream_workload_controllers = UpstreamWorkloadControllers::Disabled;
-    let plane = LocalPlane::start(options).await?;
+    let mut plane = LocalPlane::start(options).await?;
     let info = plane.info().clone();
     eprintln!(
         "bench: plane ready in {:.1}s ({})",
@@ -158,6 +174,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     let mut scenarios = Vec::new();
     let mut fresh_under_load = None;
     let mut failover = None;
+    let mut scale = None;
     for &scenario in &args.scenarios {
         if scenario == Scenario::FreshUnderLoad {
             // Its own runs: one population, three sides (see fresh.rs).
@@ -168,6 +185,18 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         if scenario == Scenario::Failover {
             // Its own runs: two replicas per side (see failover.rs).
             failover = Some(failover::run(&ctx, args.rounds, args.baseline).await?);
+            done_runs += args.rounds * runs_per_round;
+            continue;
+        }
+        if scenario == Scenario::Scale {
+            // Its own runs: one population grown size by size, and a forced relist (see scale.rs).
+            let last = args.scenarios.last() == Some(&scenario);
+            let cleanup = if last {
+                scale::Cleanup::Leave
+            } else {
+                scale::Cleanup::Wait
+            };
+            scale = Some(scale::run(&ctx, &mut plane, args.rounds, args.baseline, cleanup).await?);
             done_runs += args.rounds * runs_per_round;
             continue;
         }
@@ -260,14 +289,24 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         scenarios,
         fresh_under_load,
         failover,
+        scale,
     };
-    let files = report::write_files(&report, &args.out)?;
+    let mut files = report::write_files(&report, &args.out)?;
+    if let Some(scale) = &report.scale {
+        let path = args.out.join("scale.svg");
+        std::fs::write(&path, scale::plot(scale))
+            .map_err(|e| BenchError::io(format!("writing {}", path.display()), e))?;
+        files.push(path);
+    }
     print!("{}", report::table(&report));
     if let Some(fresh) = &report.fresh_under_load {
         print!("{}", fresh::table(fresh));
     }
     if let Some(failover) = &report.failover {
         print!("{}", failover::table(failover));
+    }
+    if let Some(scale) = &report.scale {
+        print!("{}", scale::table(scale));
     }
     for file in files {
         eprintln!("bench: wrote {}", file.display());

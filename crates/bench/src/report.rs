@@ -1,6 +1,7 @@
 //! What a benchmark produced: per-run numbers, per-scenario medians and ratios, the table printed on
 //! stdout, the JSON file and the SVG plots.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -112,6 +113,8 @@ pub struct Report {
     pub fresh_under_load: Option<FreshReport>,
     /// `--scenarios failover` (`failover.rs`).
     pub failover: Option<FailoverReport>,
+    /// `--scenarios scale` (`scale.rs`).
+    pub scale: Option<ScaleReport>,
 }
 
 // ---- fresh-under-load (`fresh.rs`) ----
@@ -163,6 +166,91 @@ pub struct FailoverReport {
     pub deployments: u32,
     pub pods_per_deployment: u32,
     pub runs: Vec<FailoverRun>,
+}
+
+// ---- scale (`scale.rs`) ----
+
+/// One size of the population, as the bench made it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleSize {
+    pub pods: u32,
+    pub replica_sets: u32,
+    /// From the first create of this size's additional ReplicaSets and pods until every pod was Ready.
+    pub populate_seconds: f64,
+    /// `VmRSS` of each process of the plane (etcd, kube-apiserver, ...) once every pod was Ready.
+    pub plane_rss_bytes: BTreeMap<String, u64>,
+}
+
+/// One side at one size in one round.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleRun {
+    pub side: Side,
+    pub round: u32,
+    pub pods: u32,
+    /// From starting the process until its log says every controller's caches are synced.
+    pub caches_synced_seconds: f64,
+    /// From starting the process until a watch saw its first write (a stale ReplicaSet status restored).
+    pub first_write_seconds: f64,
+    /// From starting the process until every ReplicaSet status was restored.
+    pub statuses_restored_seconds: f64,
+    /// User plus system CPU from the start until every status was restored.
+    pub startup_cpu_seconds: f64,
+    /// `VmRSS` and `RssAnon` at the end of the settle window after the statuses were restored.
+    pub steady_rss_bytes: u64,
+    pub steady_anon_rss_bytes: u64,
+    /// CPU seconds per second in that settle window.
+    pub idle_cpu_per_second: f64,
+    /// Pods whose annotation the bench changed, one update event each.
+    pub pod_events: u32,
+    /// From the first change until the side was idle again.
+    pub events_seconds: f64,
+    /// CPU over that window less the idle rate over it.
+    pub events_cpu_seconds: f64,
+    pub cpu_seconds_per_1000_pod_events: f64,
+    /// The forced relist, at the largest size only.
+    pub relist: Option<RelistRun>,
+}
+
+/// Every watch expired (the plane's `expire_watches`) and the side relisted.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelistRun {
+    /// From the expiry's start (the API server stopped) until the side had replaced a pod deleted after
+    /// the API server was back, i.e. its pod informer had relisted and resumed.
+    pub seconds: f64,
+    /// The peak resident set from just before the expiry until the side was idle again: `VmHWM` after
+    /// resetting it (`/proc/<pid>/clear_refs`), or the largest 200 ms sample if larger.
+    pub peak_rss_bytes: u64,
+    /// `VmRSS` once the side was idle again.
+    pub rss_after_bytes: u64,
+    /// The peak over the run's steady RSS.
+    pub peak_over_steady: f64,
+}
+
+/// A least-squares line of steady memory against pods for one side, and where it leads.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleFit {
+    pub side: Side,
+    pub rss_bytes_per_pod: f64,
+    /// The line at 0 pods.
+    pub rss_intercept_bytes: f64,
+    pub anon_rss_bytes_per_pod: f64,
+    pub anon_rss_intercept_bytes: f64,
+    pub projected_pods: u32,
+    pub projected_rss_bytes: f64,
+    pub projected_anon_rss_bytes: f64,
+}
+
+/// The scenario's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleReport {
+    pub pods_per_replica_set: u32,
+    pub nodes: u32,
+    pub limits: ClientLimits,
+    pub settle_seconds: f64,
+    pub sizes: Vec<ScaleSize>,
+    pub runs: Vec<ScaleRun>,
+    /// One per side, when at least two sizes were measured.
+    pub fits: Vec<ScaleFit>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -319,21 +407,17 @@ pub(crate) fn plot(scenario: &ScenarioResult) -> String {
         color: "#7f7f7f".into(),
         dashed: floor.round > 1,
         points: floor.ready_pods.clone(),
+        markers: false,
     });
     let series: Vec<Series> = scenario
         .runs
         .iter()
         .map(|run| Series {
             label: format!("{} r{}", run.side.name(), run.round),
-            color: match run.side {
-                Side::MiniKcm => "#1f77b4".into(),
-                Side::Upstream => "#ff7f0e".into(),
-                Side::MiniKcmNoDecisionLog => "#2ca02c".into(),
-                Side::OtherMiniKcm => "#9467bd".into(),
-                Side::MiniKcmNoPriority => "#8c564b".into(),
-            },
+            color: side_color(run.side).into(),
             dashed: run.round > 1,
             points: run.ready_pods.clone(),
+            markers: false,
         })
         .chain(floors)
         .collect();
@@ -348,6 +432,17 @@ pub(crate) fn plot(scenario: &ScenarioResult) -> String {
         "ready pods of the new revision",
         &series,
     )
+}
+
+/// The colour of a side in every plot.
+pub(crate) fn side_color(side: Side) -> &'static str {
+    match side {
+        Side::MiniKcm => "#1f77b4",
+        Side::Upstream => "#ff7f0e",
+        Side::MiniKcmNoDecisionLog => "#2ca02c",
+        Side::OtherMiniKcm => "#9467bd",
+        Side::MiniKcmNoPriority => "#8c564b",
+    }
 }
 
 /// Writes `bench.json` and one `<scenario>.svg` per scenario into `dir`; returns the paths.
@@ -451,6 +546,7 @@ mod tests {
             total_seconds: 2.0,
             fresh_under_load: None,
             failover: None,
+            scale: None,
             scenarios: vec![ScenarioResult {
                 scenario: Scenario::ScaleUp,
                 description: "0→20 pods".into(),

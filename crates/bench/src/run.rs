@@ -200,7 +200,11 @@ pub(crate) fn fill_requests(run: &mut RunResult, audit: &AuditTail) {
 }
 
 /// A failed run's error, with the controller's log tail if it has exited.
-fn explain(error: BenchError, process: &mut ManagedProcess, launch: &Launch) -> BenchError {
+pub(crate) fn explain(
+    error: BenchError,
+    process: &mut ManagedProcess,
+    launch: &Launch,
+) -> BenchError {
     match process.check_running() {
         Err(exited) => BenchError::Plane(exited),
         Ok(()) => BenchError::Run {
@@ -426,7 +430,7 @@ async fn drive(
             deployments_done(sizes.rollouts).await?;
             Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
         }
-        Scenario::FreshUnderLoad | Scenario::Failover => Err(BenchError::io(
+        Scenario::FreshUnderLoad | Scenario::Failover | Scenario::Scale => Err(BenchError::io(
             scenario.name(),
             std::io::Error::other("runs through a module of its own, not as one side's scenario"),
         )),

@@ -38,6 +38,9 @@ pub enum Scenario {
     /// Two leader-elected replicas; the leader is killed and a Deployment scaled at once: how long until
     /// the standby has reconciled the change (`failover.rs`; not in the default list).
     Failover,
+    /// Memory, CPU per pod event, start-up and a forced relist at growing numbers of cached pods, and
+    /// the memory per pod fitted and projected (`scale.rs`; not in the default list).
+    Scale,
 }
 
 impl Scenario {
@@ -58,6 +61,7 @@ impl Scenario {
             Scenario::ConcurrentRollouts => "concurrent-rollouts",
             Scenario::FreshUnderLoad => "fresh-under-load",
             Scenario::Failover => "failover",
+            Scenario::Scale => "scale",
         }
     }
 
@@ -87,6 +91,15 @@ impl Scenario {
                 sizes
                     .failover_deployments
                     .saturating_mul(sizes.failover_pods_per_deployment)
+            ),
+            Scenario::Scale => format!(
+                "{} pods cached",
+                sizes
+                    .scale_pods
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -125,6 +138,8 @@ pub struct Sizes {
     /// Deployments of the failover population, and their pods each.
     pub failover_deployments: u32,
     pub failover_pods_per_deployment: u32,
+    /// The sizes of the scale scenario, in pods (each rounded up to whole ReplicaSets of 10).
+    pub scale_pods: Vec<u32>,
     /// How long a run idles after its scenario is done before steady RSS and idle CPU are read.
     #[serde(serialize_with = "seconds")]
     pub settle: Duration,
@@ -151,6 +166,7 @@ impl Sizes {
                 fresh_pods_per_deployment: 2,
                 failover_deployments: 5,
                 failover_pods_per_deployment: 2,
+                scale_pods: vec![100, 300],
                 settle: Duration::from_secs(1),
                 timeout: Duration::from_secs(180),
             },
@@ -165,6 +181,7 @@ impl Sizes {
                 fresh_pods_per_deployment: 10,
                 failover_deployments: 100,
                 failover_pods_per_deployment: 50,
+                scale_pods: vec![1000, 5000, 10_000],
                 settle: Duration::from_secs(30),
                 timeout: Duration::from_secs(1200),
             },

@@ -45,6 +45,25 @@ pub(crate) fn range(values: &[f64]) -> Option<(f64, f64)> {
     Some((min, max))
 }
 
+/// The least-squares line through `points` (x, y): `(slope, intercept)`; `None` for fewer than two
+/// distinct x or a value that is not a number. The scale scenario fits memory against pods with it.
+pub(crate) fn linear_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    if points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    // All x equal (or no points): no slope can be told.
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    Some((slope, mean_y - slope * mean_x))
+}
+
 /// Fewer rounds per side than this give no p-value: with 4 against 4 the most extreme split already
 /// has p = 2/70 ≈ 0.03, with 3 against 3 it cannot get below 0.1.
 pub(crate) const MIN_ROUNDS_FOR_P: usize = 4;
@@ -194,5 +213,18 @@ mod tests {
             rank_sum_p(&[1.0, 2.0, 3.0, f64::NAN], &[4.0, 5.0, 6.0, 7.0]),
             None
         );
+    }
+
+    #[test]
+    fn a_line_through_points_on_a_line_and_none_without_two_x() {
+        let (slope, intercept) =
+            linear_fit(&[(1000.0, 30.0), (2000.0, 35.0), (3000.0, 40.0)]).unwrap();
+        assert!((slope - 0.005).abs() < 1e-12 && (intercept - 25.0).abs() < 1e-9);
+        // Scatter around a line: the fit goes between.
+        let (slope, _) = linear_fit(&[(0.0, 0.0), (0.0, 2.0), (2.0, 2.0), (2.0, 4.0)]).unwrap();
+        assert!((slope - 1.0).abs() < 1e-12);
+        assert_eq!(linear_fit(&[(5.0, 1.0), (5.0, 2.0)]), None);
+        assert_eq!(linear_fit(&[]), None);
+        assert_eq!(linear_fit(&[(1.0, f64::NAN), (2.0, 1.0)]), None);
     }
 }

@@ -1,5 +1,6 @@
-//! A step chart as SVG text: ready pods over time, one line per run, so rollouts of both sides can be
-//! compared by eye. Written by hand: a handful of elements do not justify a plotting dependency.
+//! Charts as SVG text: a step chart of ready pods over time, one line per run, so rollouts of both sides
+//! can be compared by eye, and a line chart of memory against pods (the scale scenario). Written by
+//! hand: a handful of elements do not justify a plotting dependency.
 
 use std::fmt::Write;
 
@@ -11,8 +12,10 @@ pub(crate) struct Series {
     pub color: String,
     /// Dashed lines tell rounds of the same side apart.
     pub dashed: bool,
-    /// (seconds, value), in time order; the value holds until the next point.
+    /// (x, value) in x order; in a step chart the value holds until the next point.
     pub points: Vec<(f64, f64)>,
+    /// A dot on every point: measured values, told apart from a fitted line.
+    pub markers: bool,
 }
 
 const WIDTH: f64 = 800.0;
@@ -22,8 +25,17 @@ const RIGHT: f64 = 200.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
-/// The chart as a standalone SVG document.
+/// The step chart as a standalone SVG document.
 pub(crate) fn step_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    chart(title, x_label, y_label, series, true)
+}
+
+/// The same axes with straight lines from point to point.
+pub(crate) fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    chart(title, x_label, y_label, series, false)
+}
+
+fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series], step: bool) -> String {
     let points = || series.iter().flat_map(|s| s.points.iter());
     let x_max = nice_ceiling(points().map(|p| p.0).fold(0.0, f64::max));
     let y_max = nice_ceiling(points().map(|p| p.1).fold(0.0, f64::max));
@@ -83,8 +95,11 @@ pub(crate) fn step_chart(title: &str, x_label: &str, y_label: &str, series: &[Se
                     let _ = write!(path, "{:.1},{:.1}", x(t), y(v));
                 }
                 // A step: hold the old value until this point's time, then jump.
-                Some(old) => {
+                Some(old) if step => {
                     let _ = write!(path, " {:.1},{:.1} {:.1},{:.1}", x(t), y(old), x(t), y(v));
+                }
+                Some(_) => {
+                    let _ = write!(path, " {:.1},{:.1}", x(t), y(v));
                 }
             }
             previous = Some(v);
@@ -100,6 +115,16 @@ pub(crate) fn step_chart(title: &str, x_label: &str, y_label: &str, series: &[Se
                 svg,
                 r#"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{path}"/>"#
             );
+        }
+        if line.markers {
+            for &(t, v) in &line.points {
+                let _ = writeln!(
+                    svg,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{color}"/>"#,
+                    x(t),
+                    y(v)
+                );
+            }
         }
         let legend_y = TOP + 10.0 + index as f64 * 18.0;
         let _ = writeln!(
@@ -154,6 +179,7 @@ mod tests {
             color: "#1f77b4".into(),
             dashed: false,
             points,
+            markers: false,
         }
     }
 
@@ -186,6 +212,18 @@ mod tests {
         assert!(!svg.contains("<polyline"));
         assert!(svg.contains("nothing"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    }
+
+    #[test]
+    fn a_line_chart_joins_points_straight_and_marks_them() {
+        let mut measured = series("mini-kcm", vec![(0.0, 0.0), (5.0, 10.0), (10.0, 20.0)]);
+        measured.markers = true;
+        let svg = line_chart("memory", "pods", "MiB", &[measured]);
+        assert!(
+            svg.contains(r#"points="70.0,390.0 335.0,215.0 600.0,40.0""#),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("<circle").count(), 3);
     }
 
     #[test]
