@@ -53,6 +53,9 @@ pub struct PlaneOptions {
     /// The simulated kubelet's rules (unpullable images, readiness-probe delays, Ready again after a node
     /// outage); [`PlaneOptions::new`] takes them from the environment (see [`KubeletRules::from_env`]).
     pub kubelet_rules: KubeletRules,
+    /// More kube-apiserver flags, after the plane's own (a later flag wins), e.g.
+    /// `--feature-gates=WatchList=false` to test clients against an API server without streamed lists.
+    pub extra_apiserver_args: Vec<String>,
 }
 
 impl PlaneOptions {
@@ -67,6 +70,7 @@ impl PlaneOptions {
             step_timeout: Duration::from_secs(120),
             real_node: None,
             kubelet_rules: KubeletRules::from_env(),
+            extra_apiserver_args: Vec::new(),
         }
     }
 }
@@ -246,7 +250,10 @@ impl LocalPlane {
         step = Instant::now();
         let recipe = Recipe::new(
             &bin.path("kube-apiserver"),
-            apiserver_args(&dir, &ports, &pki, real_node.is_some()),
+            apiserver_args(&dir, &ports, &pki, real_node.is_some())
+                .into_iter()
+                .chain(options.extra_apiserver_args.iter().cloned())
+                .collect(),
             &[],
             log(Component::ApiServer),
         );

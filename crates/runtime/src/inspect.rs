@@ -189,6 +189,10 @@ pub struct InformerView {
     pub last_resource_version: u64,
     /// Full lists so far: the first one, then one after every watch restart that needed a relist.
     pub lists: u64,
+    /// How it lists: `streaming` (a watch's initial events, KEP-3157) or `paged` (the API server refused
+    /// the stream).
+    #[serde(default)]
+    pub list_mode: String,
     /// Watch failures (each is retried with backoff).
     pub watch_errors: u64,
     pub synced: bool,

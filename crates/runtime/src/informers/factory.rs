@@ -6,13 +6,13 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::pods::cached::CachedPod;
 
 use super::backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
+use super::list_mode::{ListMode, consistent_stream_client, list_and_watch};
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
@@ -91,6 +91,8 @@ where
 #[derive(Clone)]
 pub struct SharedInformers {
     client: Client,
+    /// `client`, asking for streamed lists as consistent reads (`list_mode`).
+    stream_client: Client,
     namespace: Option<String>,
     /// The resync period of every informer of this factory (`None`: no resync).
     resync_period: Option<Duration>,
@@ -116,6 +118,7 @@ struct Pending {
 impl SharedInformers {
     pub fn new(client: Client, namespace: Option<String>) -> Self {
         SharedInformers {
+            stream_client: consistent_stream_client(client.clone()),
             client,
             namespace,
             resync_period: None,
@@ -157,28 +160,32 @@ impl SharedInformers {
         {
             return existing.clone();
         }
-        let api = K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype);
-        // Every list is a consistent read (kube's default "most recent" semantic, served from the API
-        // server's watch cache when it is current, KEP-3157/4988), as client-go's relist after a 410 is:
-        // a list answered at `resourceVersion=0` may come from a lagging cache and show the past, which
-        // would turn objects created since then into deletions here.
-        //
-        // Pages of 100 rather than kube's 500: the watcher holds a whole page of decoded objects until it
-        // has handed them all over.
-        let config = watcher::Config::default().page_size(100);
+        // Every list is a consistent read, streamed or paged (`list_mode`): served from the API server's
+        // watch cache once it has caught up with etcd (KEP-3157/4988), as client-go's relist after a 410
+        // is. A list answered at `resourceVersion=0` may come from a lagging cache and show the past,
+        // which would turn objects created since then into deletions here.
+        let mode = ListMode::default();
+        let kind = K::kind(dyntype).into_owned();
+        let events = list_and_watch(
+            K::scoped_api(
+                self.stream_client.clone(),
+                self.namespace.as_deref(),
+                dyntype,
+            ),
+            K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype),
+            kind.clone(),
+            mode.clone(),
+        );
         // The informer makes each decoded object what the cache keeps (`K::cached`). Failed requests are
         // retried within 2 s, and at once after a 410, under the process's retry budget (`backoff`).
-        let events = with_watch_backoff(
-            watcher(api, config),
-            WatchBackoff::new(),
-            RetryBudget::process(),
-        );
+        let events = with_watch_backoff(events, WatchBackoff::new(), RetryBudget::process());
         let informer = Informer::new(
             events,
-            K::kind(dyntype).into_owned(),
+            kind,
             indexers(),
             self.resync_period,
             K::cached,
+            mode,
         );
         let viewed = informer.clone();
         let resource = id.clone();

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::inspect::InformerView;
 
+use super::list_mode::ListMode;
 use super::store::{CacheKey, IndexFn, Store, key_of};
 
 /// A change to one cached object, as handlers see it.
@@ -115,6 +116,8 @@ struct Inner<K: Resource> {
     resync_period: Option<Duration>,
     /// What the cache keeps of each object (`Watched::cached`), applied before anything sees it.
     keep: fn(K) -> K,
+    /// Whether its lists are streamed or paged, for the live view.
+    list_mode: ListMode,
 }
 
 impl<K> Informer<K>
@@ -127,6 +130,7 @@ where
         indexers: Vec<Indexer<K>>,
         resync_period: Option<Duration>,
         keep: fn(K) -> K,
+        list_mode: ListMode,
     ) -> Self {
         let mut index_fns: HashMap<&'static str, IndexFn<K>> =
             indexers.into_iter().map(|i| (i.name, i.index_fn)).collect();
@@ -147,6 +151,7 @@ where
                 watch_errors: AtomicU64::new(0),
                 resync_period: resync_period.filter(|p| !p.is_zero()),
                 keep,
+                list_mode,
             }),
         }
     }
@@ -233,6 +238,7 @@ impl<K: Resource> Informer<K> {
             objects: self.len(),
             last_resource_version: self.observed_resource_version(),
             lists: self.inner.lists.load(Ordering::Relaxed),
+            list_mode: self.inner.list_mode.as_str().to_string(),
             watch_errors: self.inner.watch_errors.load(Ordering::Relaxed),
             synced: self.has_synced(),
         }
@@ -342,10 +348,9 @@ where
                 Ok(watcher::Event::InitApply(object)) => {
                     // Observed only at `InitDone`, once the cache holds it: a controller must not take
                     // its own write as visible while the cache still shows the old list.
-                    let object = (self.inner.keep)(object);
-                    relist
-                        .get_or_insert_with(HashMap::new)
-                        .insert(key_of(&object), Arc::new(object));
+                    let key = key_of(&object);
+                    let object = self.unless_cached(&key, object);
+                    relist.get_or_insert_with(HashMap::new).insert(key, object);
                 }
                 Ok(watcher::Event::InitDone) => {
                     let listed = relist.take().unwrap_or_default();
@@ -397,6 +402,22 @@ where
         }
     }
 
+    /// The cached copy of a listed object when the cache holds the same version of it (the listed copy
+    /// is dropped at once), else the listed one as the cache keeps it. A relist of a world that did not
+    /// change then holds one copy of it, not two: the cache's and the list's (a resourceVersion names
+    /// one state of one object, so equal versions are equal objects).
+    fn unless_cached(&self, key: &str, listed: K) -> Arc<K> {
+        let version = listed.meta().resource_version.as_deref();
+        match self.read(|s| s.get(key)) {
+            Some(cached)
+                if version.is_some() && cached.meta().resource_version.as_deref() == version =>
+            {
+                cached
+            }
+            _ => Arc::new((self.inner.keep)(listed)),
+        }
+    }
+
     /// Every cached object as an update to itself (the resync's changes).
     fn resync(&self) -> Vec<Change<K>> {
         self.read(|s| {
@@ -427,6 +448,16 @@ where
                 }
             }
             for (key, object) in listed {
+                // The cached copy itself (`unless_cached`): nothing to re-index.
+                if let Some(cached) = store.get(&key)
+                    && Arc::ptr_eq(&cached, &object)
+                {
+                    changes.push(Change::Updated {
+                        old: cached,
+                        new: object,
+                    });
+                    continue;
+                }
                 match store.upsert(key, object.clone()) {
                     None => changes.push(Change::Added(object)),
                     Some(old) => changes.push(Change::Updated { old, new: object }),
@@ -469,6 +500,7 @@ mod tests {
             Vec::new(),
             None,
             CachedPod::trimmed,
+            ListMode::default(),
         )
     }
 
@@ -514,6 +546,7 @@ mod tests {
             Vec::new(),
             resync,
             CachedPod::trimmed,
+            ListMode::default(),
         );
         let log = Arc::new(Mutex::new(Vec::new()));
         let origins = Arc::new(Mutex::new(Vec::new()));
@@ -602,6 +635,49 @@ mod tests {
             take_sorted(&log),
             vec!["deleted c", "updated a 1->1", "updated b 2->5"]
         );
+    }
+
+    /// A relist keeps the cached copy of every object whose resourceVersion did not change (so a relist
+    /// of an unchanged world holds one copy of it) and takes the listed copy of the others.
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_keeps_the_cached_copy_of_unchanged_objects() {
+        let (informer, tx, log) = fed_informer(None);
+        let same = Arc::new(Mutex::new(Vec::new()));
+        let sink = same.clone();
+        informer.add_handler(move |c: &Change<CachedPod>, origin| {
+            if let (Change::Updated { old, new }, Origin::Relist) = (c, origin) {
+                let name = new.metadata.name.clone().unwrap();
+                sink.lock().unwrap().push((name, Arc::ptr_eq(old, new)));
+            }
+        });
+        list(&tx, &[("a", "1"), ("b", "2")]);
+        settle().await;
+        let (a, b) = (
+            informer.get("ns", "a").unwrap(),
+            informer.get("ns", "b").unwrap(),
+        );
+        take_sorted(&log);
+
+        list(&tx, &[("a", "1"), ("b", "5"), ("c", "6")]);
+        settle().await;
+        assert_eq!(
+            take_sorted(&log),
+            vec!["added c", "updated a 1->1", "updated b 2->5"],
+            "the changes are reported as before"
+        );
+        assert!(Arc::ptr_eq(&informer.get("ns", "a").unwrap(), &a), "a kept");
+        let new_b = informer.get("ns", "b").unwrap();
+        assert!(!Arc::ptr_eq(&new_b, &b), "b replaced");
+        assert_eq!(new_b.metadata.resource_version.as_deref(), Some("5"));
+        let mut same = std::mem::take(&mut *same.lock().unwrap());
+        same.sort();
+        assert_eq!(same, [("a".to_string(), true), ("b".to_string(), false)]);
+        // No copy of a beyond the cache's: its map and namespace index hold the one object, this test
+        // the third reference.
+        assert_eq!(Arc::strong_count(&a), 3);
+        // The kept copy is still indexed.
+        assert_eq!(informer.list_namespace("ns").len(), 3);
+        assert_eq!(informer.observed_resource_version(), 6);
     }
 
     #[tokio::test]

@@ -14,10 +14,13 @@
 //!   Each comes with its [`Origin`]: a live watch event, the initial list, a relist or a resync.
 //! - [`with_watch_backoff`]: how soon a failed watch tries again ([`WatchBackoff`], [`RetryBudget`]):
 //!   within 2 s, and at once after a 410 Gone, so informers resume promptly after an API server restart.
+//! - `list_mode`: full lists streamed as a watch's initial events where the API server supports it
+//!   (KEP-3157), in pages otherwise.
 
 mod backoff;
 mod factory;
 mod informer;
+mod list_mode;
 mod store;
 
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
