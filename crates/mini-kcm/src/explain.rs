@@ -129,8 +129,18 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The manager address a running `mini-kcm up` recorded: the first plane slot whose owner still runs.
+/// The manager address a running `mini-kcm up` recorded: that of the plane `$KUBECONFIG` names (`up`
+/// prints `<slot>/kubeconfig`; several planes may run side by side), else the first plane slot whose
+/// owner still runs.
 fn running_up_manager_addr() -> Option<String> {
+    let named_slot = std::env::var_os("KUBECONFIG").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .next()
+            .and_then(|kubeconfig| kubeconfig.parent().map(Path::to_path_buf))
+    });
+    if let Some(addr) = named_slot.and_then(|slot| live_manager_addr(&slot)) {
+        return Some(addr);
+    }
     let planes = Binaries::cache_root().join("planes");
     let mut slots: Vec<_> = std::fs::read_dir(&planes)
         .ok()?
