@@ -151,6 +151,10 @@ const CHECKS: &[(&str, &str)] = &[
         "[[ -x $(mini-kcm build-plane | tail -n 1)/kubectl ]]",
     ),
     (
+        "mini-kcm bench",
+        "[[ -z ${MINI_KCM_README_HEAVY:-} || -s target/bench/bench.json ]]",
+    ),
+    (
         "mini-kcm conformance --compare",
         // The reports of the dry runs, where README's default `--out` says: under the clone's root.
         "[[ -s target/conformance/mini/dry-run-apps.json && -s target/conformance/upstream/dry-run-apps.json ]]",
@@ -254,7 +258,16 @@ readme_check() {{
         }
         let mut text = cmd.text.clone();
         match treatment(&cmd.key) {
-            Some(Treatment::Up) => continue,
+            Some(Treatment::Up) => {
+                script.push_str(&format!(
+                    "echo {}\n",
+                    shell_quote(&format!(
+                        "started by the test, in the background: {}",
+                        cmd.key
+                    ))
+                ));
+                continue;
+            }
             Some(Treatment::Skip(why)) => {
                 script.push_str(&format!(
                     "echo {}\n",
