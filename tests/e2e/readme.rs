@@ -535,7 +535,8 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
     let log = std::fs::read_to_string(&up_log).unwrap();
     assert!(status.success(), "mini-kcm up exited with {status}:\n{log}");
     assert!(log.contains("mini-kcm: stopped"), "{log}");
-    let left = processes_mentioning(&printed.state_dir);
+    // With the slash: plane-2 is not plane-20.
+    let left = processes_mentioning(&format!("{}/", printed.state_dir));
     assert!(left.is_empty(), "components left running: {left:#?}");
     println!(
         "mini-kcm up stopped {:.1} s after Ctrl-C",
