@@ -43,6 +43,7 @@ for_both_families!(
     rollback_reuses_the_old_replica_set,
     revision_history_limit_deletes_old_replica_sets,
     orphaned_replica_set_is_adopted_again,
+    foreground_deletion_waits_for_every_child,
     a_manager_killed_mid_rollout_is_replaced_within_the_bounds,
     replicas_of_i32_max_do_not_wedge_the_deployment,
     a_deployment_dropped_after_failing_writes_converges_by_resync,
@@ -774,6 +775,269 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
         .filter_map(|p| p.metadata.uid)
         .collect();
     assert_eq!(pods_before, pods_after, "no pod was recreated");
+    manager.stop().await;
+}
+
+/// A finalizer the test puts on one pod, as a kubelet that takes its time to stop a container: the pod
+/// stays, terminating, after the garbage collector deletes it, which holds the foreground deletion of its
+/// owners open long enough to look at it.
+const HOLD: &str = "minikcm.dev/e2e-hold";
+
+/// Whether the object's reference to its controller asks a foreground deletion of the owner to wait.
+fn blocks_owner_deletion(meta: &kube::api::ObjectMeta, owner_uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|r| {
+        r.controller == Some(true) && r.uid == owner_uid && r.block_owner_deletion == Some(true)
+    })
+}
+
+/// Waiting for its children, foreground-deleted.
+fn deleting_in_foreground(meta: &kube::api::ObjectMeta) -> bool {
+    meta.deletion_timestamp.is_some()
+        && meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "foregroundDeletion")
+}
+
+/// The UIDs a watch of `api` shows from its initial list on (returns once that list is in), until the
+/// task is aborted: a pod or ReplicaSet created and deleted between two looks is still recorded.
+async fn record_uids<K>(
+    api: kube::Api<K>,
+) -> (Arc<Mutex<BTreeSet<String>>>, tokio::task::JoinHandle<()>)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt;
+    let seen = Arc::new(Mutex::new(BTreeSet::new()));
+    let (listed, listed_rx) = tokio::sync::oneshot::channel();
+    let task = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let mut listed = Some(listed);
+            let mut stream =
+                std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(
+                        watcher::Event::Apply(o)
+                        | watcher::Event::InitApply(o)
+                        | watcher::Event::Delete(o),
+                    ) => {
+                        if let Some(uid) = o.meta().uid.clone() {
+                            seen.lock().unwrap().insert(uid);
+                        }
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(listed) = listed.take() {
+                            let _ = listed.send(());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    listed_rx.await.unwrap();
+    (seen, task)
+}
+
+/// Waits until the manager has filed a decision about `name` that satisfies `condition`.
+async fn wait_decision(
+    ns: &TestNamespace,
+    manager: &TestManager,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&mini_kcm_runtime::decisions::Decision) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let decisions = manager.decisions(&ns.name, name).await;
+        if decisions.iter().any(&condition) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no decision about {name}: {what}: {decisions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `propagationPolicy: Foreground` on a Deployment: the garbage collector deletes the ReplicaSet in the
+/// foreground too, and that its pods; each owner stays, with a deletionTimestamp and the
+/// `foregroundDeletion` finalizer, while a child whose controller reference has `blockOwnerDeletion: true`
+/// (as mini-kcm writes them) exists. Meanwhile the controllers only report: the ReplicaSet controller
+/// replaces none of the deleted pods and writes the falling count, the Deployment controller syncs only
+/// its status. One pod is held by a finalizer; once released, every object is gone.
+async fn foreground_deletion_waits_for_every_child(family: ApiFamily) {
+    let (ns, manager) = setup("deploy-foreground", family).await;
+    let api = deployments(&ns, family);
+    let created = api
+        .create(&PostParams::default(), &deployment_of("web", 3, family))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.unwrap();
+    wait_deployment_complete(&ns, family, "web", 3).await;
+    let rss = wait_replica_sets(&ns, family, &uid, "one ReplicaSet", |rss| rss.len() == 1).await;
+    let rs_name = rss[0].metadata.name.clone().unwrap();
+    let rs_uid = rss[0].metadata.uid.clone().unwrap();
+    assert!(
+        blocks_owner_deletion(&rss[0].metadata, &uid),
+        "the ReplicaSet's controller reference does not block its owner's deletion: {:?}",
+        rss[0].metadata.owner_references
+    );
+    let pods = ns
+        .api::<Pod>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(pods.len(), 3);
+    for pod in &pods {
+        assert!(
+            blocks_owner_deletion(&pod.metadata, &rs_uid),
+            "{:?} does not block its ReplicaSet's deletion: {:?}",
+            pod.metadata.name,
+            pod.metadata.owner_references
+        );
+    }
+    let pods_before: BTreeSet<String> =
+        pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    let held = pods[0].metadata.name.clone().unwrap();
+    let (pods_seen, pod_recorder) = record_uids(ns.api::<Pod>()).await;
+    let (rss_seen, rs_recorder) = record_uids(replica_sets(&ns, family)).await;
+    ns.api::<Pod>()
+        .patch(
+            &held,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})),
+        )
+        .await
+        .unwrap();
+
+    api.delete("web", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    // The other pods deleted, the held one terminating: the ReplicaSet has no active pod left, and
+    // reports so (the status write of a sync that replaced none).
+    ns.wait_for_list(
+        &ns.api::<Pod>(),
+        watcher::Config::default(),
+        "only the held pod left, terminating",
+        TIMEOUT,
+        |pods| {
+            pods.len() == 1
+                && pods[0].metadata.name.as_deref() == Some(held.as_str())
+                && pods[0].metadata.deletion_timestamp.is_some()
+        },
+    )
+    .await;
+    ns.wait_for_with(
+        &replica_sets(&ns, family),
+        WorkloadKind::ReplicaSet.api_resource(family),
+        &rs_name,
+        "the ReplicaSet deleted in the foreground, reporting no replica",
+        TIMEOUT,
+        |rs| {
+            rs.is_some_and(|rs| {
+                deleting_in_foreground(&rs.metadata)
+                    && rs.status.as_ref().is_some_and(|s| s.replicas == 0)
+            })
+        },
+    )
+    .await;
+    ns.wait_for_with(
+        &api,
+        WorkloadKind::Deployment.api_resource(family),
+        "web",
+        "the Deployment deleted in the foreground, its status synced to no replica",
+        TIMEOUT,
+        |d| {
+            d.is_some_and(|d| {
+                deleting_in_foreground(&d.metadata)
+                    && d.status.as_ref().is_some_and(|s| {
+                        s.replicas.unwrap_or(0) == 0 && s.available_replicas.unwrap_or(0) == 0
+                    })
+            })
+        },
+    )
+    .await;
+    // What the controllers decided while their objects were being deleted (a decision is filed when
+    // its sync ends, just after the status write waited for above).
+    wait_decision(
+        &ns,
+        &manager,
+        &rs_name,
+        "a ReplicaSet sync that saw it being deleted and created nothing",
+        |d| {
+            d.skipped
+                .iter()
+                .any(|s| s.contains("the ReplicaSet is being deleted"))
+                && d.writes.iter().all(|w| w.verb != "create")
+        },
+    )
+    .await;
+    wait_decision(
+        &ns,
+        &manager,
+        "web",
+        "a Deployment sync that saw it being deleted",
+        |d| d.kind == "Deployment" && d.skipped.iter().any(|s| s == "being deleted: status only"),
+    )
+    .await;
+    assert_eq!(
+        *pods_seen.lock().unwrap(),
+        pods_before,
+        "a pod was created during the deletion"
+    );
+
+    // Released, the last pod goes, then the ReplicaSet, then the Deployment.
+    ns.api::<Pod>()
+        .patch(
+            &held,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    ns.wait_for_with(
+        &api,
+        WorkloadKind::Deployment.api_resource(family),
+        "web",
+        "the Deployment gone",
+        TIMEOUT,
+        |d| d.is_none(),
+    )
+    .await;
+    assert!(
+        replica_sets(&ns, family)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(
+        ns.api::<Pod>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    pod_recorder.abort();
+    rs_recorder.abort();
+    assert_eq!(
+        *pods_seen.lock().unwrap(),
+        pods_before,
+        "a pod was created during the deletion"
+    );
+    assert_eq!(
+        *rss_seen.lock().unwrap(),
+        BTreeSet::from([rs_uid]),
+        "a ReplicaSet was created during the deletion"
+    );
     manager.stop().await;
 }
 

@@ -53,6 +53,10 @@ pub struct ConformanceArgs {
     /// Where reports, logs and the table (table.md) go.
     #[arg(long, default_value = "target/conformance")]
     pub out: PathBuf,
+    /// Only list the specs the sets select, on each side's plane (Ginkgo's dry run), and run none: a
+    /// quick check of the setup (a few seconds per side instead of minutes).
+    #[arg(long)]
+    pub list: bool,
 }
 
 /// `out` resolved against the current directory now: the e2e binary runs in a folder of its own, where
@@ -72,10 +76,31 @@ pub async fn run_side(
     out: PathBuf,
     progress: impl Fn(&str),
 ) -> Result<SideResults, ConformanceError> {
+    let started = Instant::now();
+    let (_, results) = on_side(side, binary, sets, parallel, nodes, out, false, &progress).await?;
+    Ok(SideResults {
+        side,
+        results,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Starts a plane of `side`, lists the specs of `sets` on it, runs them unless `list_only`, stops the
+/// plane. Returns the listed specs and the results (none when only listing).
+#[allow(clippy::too_many_arguments)]
+async fn on_side(
+    side: Side,
+    binary: &E2eBinary,
+    sets: &[SpecSet],
+    parallel: usize,
+    nodes: usize,
+    out: PathBuf,
+    list_only: bool,
+    progress: &impl Fn(&str),
+) -> Result<(Vec<(SpecSet, String)>, Vec<SpecResult>), ConformanceError> {
     let out = absolute_out(&out)?;
     std::fs::create_dir_all(&out)
         .map_err(|e| ConformanceError::io(format!("creating {}", out.display()), e))?;
-    let started = Instant::now();
     progress(&format!(
         "{}: starting a plane with {nodes} nodes",
         side.name()
@@ -97,23 +122,23 @@ pub async fn run_side(
             specs.len(),
             plan.out.display()
         ));
-        run::run(&plan, &specs, |line| {
+        if list_only {
+            return Ok::<_, ConformanceError>((specs, Vec::new()));
+        }
+        let results = run::run(&plan, &specs, |line| {
             progress(&format!("{}: {line}", side.name()))
         })
-        .await
+        .await?;
+        Ok((specs, results))
     }
     .await;
     let manager_failed = side_plane.manager_failed();
     let stopped = side_plane.stop().await;
-    let results = outcome?;
+    let listed_and_results = outcome?;
     if manager_failed {
         stopped?;
     }
-    Ok(SideResults {
-        side,
-        results,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(listed_and_results)
 }
 
 /// `mini-kcm conformance`: runs the sets on mini-kcm's plane (and upstream's with `--compare`), prints
@@ -128,6 +153,27 @@ pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceE
         sides.push(Side::Upstream);
     }
     let out_root = absolute_out(&args.out)?;
+    if args.list {
+        for side in sides {
+            let out = out_root.join(side.name());
+            let (specs, _) = on_side(
+                side,
+                &binary,
+                &args.sets,
+                args.parallel,
+                args.nodes,
+                out,
+                true,
+                &progress,
+            )
+            .await?;
+            for (set, spec) in &specs {
+                println!("{}\t{}\t{spec}", side.name(), set.name());
+            }
+            progress(&format!("{}: {} specs listed", side.name(), specs.len()));
+        }
+        return Ok(Vec::new());
+    }
     let mut results = Vec::new();
     for side in sides {
         let out = out_root.join(side.name());

@@ -129,10 +129,27 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The manager address a running `mini-kcm up` recorded: the first plane slot whose owner still runs.
+/// The manager address a running `mini-kcm up` recorded: that of the plane `$KUBECONFIG` names (`up`
+/// prints `<slot>/kubeconfig`; several planes may run side by side), else the first plane slot whose
+/// owner still runs.
 fn running_up_manager_addr() -> Option<String> {
-    let planes = Binaries::cache_root().join("planes");
-    let mut slots: Vec<_> = std::fs::read_dir(&planes)
+    up_manager_addr(
+        &Binaries::cache_root().join("planes"),
+        std::env::var_os("KUBECONFIG"),
+    )
+}
+
+/// [`running_up_manager_addr`] with the plane slots' folder and `$KUBECONFIG` given.
+fn up_manager_addr(planes: &Path, kubeconfig: Option<std::ffi::OsString>) -> Option<String> {
+    let named_slot = kubeconfig.and_then(|paths| {
+        std::env::split_paths(&paths)
+            .next()
+            .and_then(|kubeconfig| kubeconfig.parent().map(Path::to_path_buf))
+    });
+    if let Some(addr) = named_slot.and_then(|slot| live_manager_addr(&slot)) {
+        return Some(addr);
+    }
+    let mut slots: Vec<_> = std::fs::read_dir(planes)
         .ok()?
         .flatten()
         .map(|e| e.path())
@@ -467,6 +484,35 @@ mod tests {
     use super::*;
     use mini_kcm_manager::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
     use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, Write};
+
+    #[test]
+    fn the_plane_kubeconfig_names_wins_over_the_first_running_one() {
+        let planes =
+            std::env::temp_dir().join(format!("mini-kcm-explain-slots-{}", std::process::id()));
+        for (slot, addr) in [("plane-1", "127.0.0.1:1"), ("plane-2", "127.0.0.1:2")] {
+            let dir = planes.join(slot);
+            std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+            // This process is alive: both slots' owners run.
+            std::fs::write(dir.join("owner.pid"), std::process::id().to_string())
+                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(dir.join(MANAGER_ADDR_FILE), addr).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let kubeconfig = |slot: &str| Some(planes.join(slot).join("kubeconfig").into_os_string());
+        assert_eq!(
+            up_manager_addr(&planes, kubeconfig("plane-2")).as_deref(),
+            Some("127.0.0.1:2")
+        );
+        assert_eq!(
+            up_manager_addr(&planes, None).as_deref(),
+            Some("127.0.0.1:1")
+        );
+        // A kubeconfig of no running plane: the first that runs.
+        assert_eq!(
+            up_manager_addr(&planes, kubeconfig("plane-9")).as_deref(),
+            Some("127.0.0.1:1")
+        );
+        let _ = std::fs::remove_dir_all(&planes);
+    }
 
     fn decision() -> Decision {
         Decision {
