@@ -113,7 +113,8 @@ pub struct Decision {
     pub duration_ms: f64,
     /// How many later syncs of the object decided exactly the same and wrote nothing (folded into
     /// this entry, like repeated events are, so a rollout waiting on pods does not push its earlier
-    /// steps out of the log); `at` and `waited_ms` are then the last one's, `woken_by` gathers theirs.
+    /// steps out of the log); `at`, `observed` and `waited_ms` are then the last one's, `woken_by`
+    /// gathers theirs.
     #[serde(default)]
     pub repeats: u32,
     /// What queued the key since its previous sync, coalesced as the queue coalesces adds: distinct
@@ -487,6 +488,9 @@ impl DecisionLog {
             folded.repeats = folded.repeats.saturating_add(1);
             folded.at = decision.at.clone();
             folded.waited_ms = decision.waited_ms;
+            // The numbers may have moved while the decision stayed (pods going while a ReplicaSet
+            // being deleted is skipped): the entry shows the latest sync's.
+            folded.observed.clone_from(&decision.observed);
             folded.fold_woken_by(&decision);
             let folded_seq = folded.seq;
             if let Some(mut point) = point
@@ -898,10 +902,22 @@ mod tests {
         let blocked = || reason("surge blocked: 8 pods ≥ replicas + maxSurge (6 + 2 = 8)");
         sync(&log, "web", blocked, None).await;
         sync(&log, "web", blocked, None).await;
-        sync(&log, "web", blocked, None).await;
+        // The same decision on other numbers still folds, and the entry shows the latest numbers.
+        sync(
+            &log,
+            "web",
+            || {
+                observe("ready", 5);
+                blocked();
+            },
+            None,
+        )
+        .await;
         let found = log.recent(&DecisionFilter::default());
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].repeats, 2);
+        assert_eq!(found[0].observed.len(), 1, "{:?}", found[0].observed);
+        assert_eq!(found[0].observed[0].value, 5);
         // A write, or another reason, is a new entry.
         sync(
             &log,
