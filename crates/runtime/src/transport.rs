@@ -6,7 +6,7 @@
 //! the API server delays by about 40 ms (Linux's shortest delayed ACK). Go sets `TCP_NODELAY` on every
 //! TCP connection it makes, so client-go's writes are never held back this way; mini-kcm's pod creations
 //! of one slow-start batch started 40–49 ms after the previous batch where upstream's start within a few
-//! ([performance.md](../../../docs/performance.md#tcp_nodelay-no-40-ms-stall-on-a-new-connection)).
+//! ([performance.md](../../../docs/performance.md#what-buys-the-numbers)).
 //! kube offers no hook for the socket option, so this module assembles the stack kube would (TLS from
 //! the config, its connect/read/write timeouts, base URI, authentication, extra headers such as the
 //! User-Agent and impersonation, kube's retry of 429/5xx when the config asks for it) over a connector
