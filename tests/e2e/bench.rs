@@ -1,6 +1,7 @@
 //! `mini-kcm bench` as a CI smoke test: the small sizes, one round. It starts its own plane, runs every
 //! scenario against mini-kcm, against kube-controller-manager and with no controller (the plane's
-//! floor), plus `fresh-under-load` and `scale` at 20 and 60 pods, and must produce a complete report.
+//! floor), plus `fresh-under-load`, `failover` (5 Deployments of 2 pods) and `scale` at 20 and 60 pods,
+//! and must produce a complete report.
 //! Timings are not asserted (the machine is shared); only that every number was measured.
 
 // Test code: a panic is the failure report.
@@ -25,7 +26,10 @@ fn bench_measures_every_scenario_on_both_sides() {
     let out = std::env::temp_dir().join(format!("mini-kcm-bench-smoke-{}", std::process::id()));
     let output = Command::new(&binary)
         .args(["bench", "--size", "small", "--rounds", "1", "--scenarios"])
-        .arg(format!("{},fresh-under-load,scale", SCENARIOS.join(",")))
+        .arg(format!(
+            "{},fresh-under-load,failover,scale",
+            SCENARIOS.join(",")
+        ))
         .args(["--scale-pods", "20,60"])
         .arg("--out")
         .arg(&out)
@@ -45,6 +49,7 @@ fn bench_measures_every_scenario_on_both_sides() {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
     fresh_under_load_measured_three_sides(&report, &stdout);
+    failover_measured_both_sides(&report, &stdout);
     scale_measured_both_sides_at_both_sizes(&report, &stdout);
     assert!(out.join("scale.svg").exists());
     let scenarios = report["scenarios"].as_array().unwrap();
@@ -136,6 +141,34 @@ fn fresh_under_load_measured_three_sides(report: &Value, stdout: &str) {
         }
         // The scale comes after the first write, and the flood ends after both.
         assert!(run["flood_done_seconds"].as_f64() >= run["first_write_seconds"].as_f64());
+    }
+}
+
+/// The failover runs: both sides, every time from the kill measured, and nothing reconciled before the
+/// old leader's Lease was free (the Lease and the first write are polled in one loop, so their order
+/// within a poll is not asserted).
+fn failover_measured_both_sides(report: &Value, stdout: &str) {
+    assert!(stdout.contains("\nfailover: "), "{stdout}");
+    let runs = report["failover"]["runs"].as_array().unwrap();
+    let sides: Vec<&str> = runs.iter().map(|r| r["side"].as_str().unwrap()).collect();
+    assert_eq!(sides, ["mini-kcm", "upstream"]);
+    for run in runs {
+        let at = |field: &str| run[field].as_f64().unwrap();
+        for field in [
+            "lease_expired_seconds",
+            "lease_taken_seconds",
+            "first_write_seconds",
+        ] {
+            assert!(at(field) > 0.0, "{field}: {run}");
+        }
+        assert!(
+            at("reconciled_seconds") >= at("first_write_seconds"),
+            "{run}"
+        );
+        assert!(
+            at("reconciled_seconds") >= at("lease_expired_seconds"),
+            "{run}"
+        );
     }
 }
 
