@@ -27,10 +27,10 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mini_kcm_e2e::{mini_kcm_binary, repo_path};
+use mini_kcm_e2e::{ProcessGroup, check_script_prelude, mini_kcm_binary, repo_path, shell_quote};
 
 /// How long a check may take to hold.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -222,10 +222,6 @@ fn treatment(key: &str) -> Option<&'static Treatment> {
     TREATMENTS.iter().find(|(k, _)| *k == key).map(|(_, t)| t)
 }
 
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 /// What `up` printed that README's commands refer to.
 struct Printed {
     state_dir: String,
@@ -234,24 +230,7 @@ struct Printed {
 
 /// The bash script of README's commands (all but `up`), with the test's fixtures and checks.
 fn script(commands: &[Cmd], printed: &Printed, readme_cache: &str, heavy: bool) -> String {
-    let mut script = format!(
-        r#"set -euo pipefail
-# Retries a condition until it holds, for at most {timeout} s.
-readme_check() {{
-  local deadline=$((SECONDS + {timeout}))
-  until bash -c "set -o pipefail; $1" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      echo "README CHECK FAILED: $1" >&2
-      bash -c "set -x; $1" >&2 || true
-      exit 1
-    fi
-    sleep 0.5
-  done
-  echo "   check ok: $1"
-}}
-"#,
-        timeout = CHECK_TIMEOUT.as_secs()
-    );
+    let mut script = check_script_prelude("readme", CHECK_TIMEOUT);
     for cmd in commands {
         for (_, fixture) in FIXTURES.iter().filter(|(k, _)| *k == cmd.key) {
             script.push_str("# fixture (not README's)\n");
@@ -314,20 +293,6 @@ readme_check() {{
     }
     script.push_str("echo README COMPLETE\n");
     script
-}
-
-/// `mini-kcm up`, stopped (with its whole process group) if the test fails before it stops it.
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = Command::new("kill")
-                .args(["-TERM", "--", &format!("-{}", self.0.id())])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 /// The processes whose command line mentions `needle`.
@@ -443,7 +408,7 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let mut up = Up(child);
+    let mut up = ProcessGroup(child);
     let mut lines = BufReader::new(stdout).lines();
     let mut printed_text = String::new();
     for line in lines.by_ref() {

@@ -587,3 +587,52 @@ fn newest_source() -> Option<std::time::SystemTime> {
     }
     newest
 }
+
+// ---- running a document's commands (tests/e2e/tour.rs, readme.rs) ----
+
+/// A process started in a process group of its own (`process_group(0)`), such as `mini-kcm up` with
+/// the plane it runs: stopped with its whole group (SIGTERM) when dropped, unless it has exited already.
+pub struct ProcessGroup(pub std::process::Child);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // `--`: procps' kill otherwise reads `-PGID` as an option and signals nothing (then `wait`
+            // below blocks forever).
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `text` as one single-quoted bash word.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The start of a bash script that runs a document's commands: `set -euo pipefail`, and `<name>_check`,
+/// which retries a bash condition every half second until it holds, or fails the script after `timeout`
+/// showing the condition traced.
+pub fn check_script_prelude(name: &str, timeout: Duration) -> String {
+    let failed = name.to_uppercase();
+    let timeout = timeout.as_secs();
+    format!(
+        r#"set -euo pipefail
+# Retries a condition until it holds, for at most {timeout} s.
+{name}_check() {{
+  local deadline=$((SECONDS + {timeout}))
+  until bash -c "set -o pipefail; $1" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      echo "{failed} CHECK FAILED: $1" >&2
+      bash -c "set -x; $1" >&2 || true
+      exit 1
+    fi
+    sleep 0.5
+  done
+  echo "   check ok: $1"
+}}
+"#
+    )
+}

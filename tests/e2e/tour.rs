@@ -9,10 +9,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use mini_kcm_e2e::{mini_kcm_binary, repo_path};
+use mini_kcm_e2e::{ProcessGroup, check_script_prelude, mini_kcm_binary, repo_path, shell_quote};
 
 /// How long one check may take to hold.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(90);
@@ -57,24 +57,7 @@ fn pieces(markdown: &str) -> Vec<Piece> {
 
 /// The bash script that runs the pieces: commands as written, each check through `tour_check`.
 fn script(pieces: &[Piece]) -> String {
-    let mut script = format!(
-        r#"set -euo pipefail
-# Retries a condition until it holds, for at most {timeout} s.
-tour_check() {{
-  local deadline=$((SECONDS + {timeout}))
-  until bash -c "set -o pipefail; $1" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      echo "TOUR CHECK FAILED: $1" >&2
-      bash -c "set -x; $1" >&2 || true
-      exit 1
-    fi
-    sleep 0.5
-  done
-  echo "   check ok: $1"
-}}
-"#,
-        timeout = CHECK_TIMEOUT.as_secs()
-    );
+    let mut script = check_script_prelude("tour", CHECK_TIMEOUT);
     for piece in pieces {
         match piece {
             Piece::Commands(commands) => {
@@ -90,24 +73,6 @@ tour_check() {{
     }
     script.push_str("echo TOUR COMPLETE\n");
     script
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-/// `mini-kcm up`, stopped (with its whole process group) when dropped.
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        // `--`: procps' kill otherwise reads `-PGID` as an option and signals nothing (then `wait`
-        // below blocks forever).
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{}", self.0.id())])
-            .status();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
@@ -163,7 +128,7 @@ fn the_tour_in_the_docs_runs_and_its_checks_hold() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let up = Up(child);
+    let up = ProcessGroup(child);
     let mut lines = BufReader::new(stdout).lines();
     let mut printed = String::new();
     for line in lines.by_ref() {
