@@ -64,14 +64,15 @@ impl DaemonSetController {
     // ---- DaemonSets ----
 
     pub(crate) fn on_daemon_set(&self, change: &Change<DaemonSetObject>, origin: Origin) {
-        // Parse the placement rules now, so node events judge this DaemonSet without re-parsing.
-        if let Change::Added(ds) | Change::Updated { new: ds, .. } = change {
-            self.placements.get(ds);
-        }
         self.core.on_object(change, origin, |key| {
             self.placements.forget(key);
             self.expectations.delete_expectations(key);
         });
+        // Parse the placement rules now (after a re-created DaemonSet's old ones are forgotten), so
+        // node events judge this DaemonSet without re-parsing.
+        if let Change::Added(ds) | Change::Updated { new: ds, .. } = change {
+            self.placements.get(ds);
+        }
     }
 
     // ---- pods ----
