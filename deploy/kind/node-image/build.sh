@@ -13,8 +13,9 @@
 #   3. a Debian root file system (debootstrap, $KIND_NODE_SUITE) with systemd, containerd, runc, the CNI
 #      plug-ins, iptables and conntrack, cached by its package list;
 #   4. the images kubeadm asks for (`kubeadm config images list`), each a one-layer image archive:
-#      kube-apiserver, kube-controller-manager, kube-scheduler (a static binary on PATH), etcd and CoreDNS
-#      (built from their Go modules at the versions kubeadm names, cached), pause (deploy/real-node's
+#      kube-apiserver, kube-controller-manager, kube-scheduler (a static binary on PATH), etcd (the plane's,
+#      at the version cluster.yaml gives kubeadm), CoreDNS (its Go module at the version kubeadm names, with
+#      the plug-ins of coredns/main.go, cached), pause (deploy/real-node's
 #      static pause), kube-proxy (its binary plus iptables, nftables and conntrack with their libraries
 #      from the root file system);
 #   5. the root file system laid out as kind's base image does, plus the node binaries, /kind/version,
@@ -89,7 +90,7 @@ inputs_hash() {
   {
     printf '%s\n' "$KUBERNETES_VERSION" "$KIND_VERSION" "$CRICTL_VERSION" "$suite" "${packages[*]}"
     cat "${BASH_SOURCE[0]}" "$here/pod-network" "$here/pod-network.service" "$here/default-storage.yaml" \
-      "$here/default-cni.yaml" "$repo/deploy/kind/runc-without-sys-resource" "$repo/deploy/real-node/pause.c"
+      "$here/default-cni.yaml" "$here/coredns/main.go" "$repo/deploy/kind/runc-without-sys-resource" "$repo/deploy/real-node/pause.c"
     sha256sum "$plane_bin"/{kubeadm,kubelet,kubectl,kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,etcd}
     (cd "$kind_files" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
   } | sha256sum | cut -c1-16
@@ -165,6 +166,28 @@ go_binary() {
   echo "$out"
 }
 
+# coredns_binary VERSION: CoreDNS at VERSION with the plug-ins of coredns/main.go (cached by version and
+# by that file); prints its path.
+coredns_binary() {
+  local version=$1 main_hash out dir
+  main_hash=$(sha256sum "$here/coredns/main.go" | cut -c1-12)
+  out="$cache/go-bin/coredns-$version-$main_hash"
+  if [[ ! -x $out ]]; then
+    mkdir -p "$cache/go-bin"
+    dir=$(mktemp -d "$work/go.XXXXXX")
+    cp "$here/coredns/main.go" "$dir/"
+    (
+      cd "$dir"
+      export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+      go mod init local/coredns && go get "github.com/coredns/coredns@$version" &&
+        go build -trimpath -o "$out.tmp" .
+    ) >"$work/coredns.log" 2>&1 || { tail -n 30 "$work/coredns.log" >&2; die "building CoreDNS $version failed"; }
+    mv "$out.tmp" "$out"
+    rm -rf "$dir"
+  fi
+  echo "$out"
+}
+
 # The etcd and CoreDNS binaries at the versions kubeadm asks for (the plane's etcd when it is that one).
 component_binaries() {
   local etcd_tag coredns_tag
@@ -177,7 +200,7 @@ component_binaries() {
     etcd_binary=$(go_binary etcd go.etcd.io/etcd/server/v3 "$etcd_version")
   fi
   coredns_tag=$(image_for coredns)
-  coredns_binary=$(go_binary coredns github.com/coredns/coredns "${coredns_tag##*:}")
+  coredns_binary=$(coredns_binary "${coredns_tag##*:}")
   crictl_binary=$(go_binary crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION")
   echo "    etcd $etcd_version: $etcd_binary"
   echo "    CoreDNS ${coredns_tag##*:}: $coredns_binary"
