@@ -143,7 +143,7 @@ fn the_tour_runs_end_to_end_on_the_local_plane() {
 }
 
 /// Every script of the tour parses, the kind environment's included (tests/e2e/kind.rs runs that one on a
-/// real kind cluster only with MINI_KCM_KIND=1).
+/// real kind cluster).
 #[test]
 fn every_script_of_the_tour_parses() {
     let mut scripts = vec![repo_path("deploy/demo/tour.sh")];

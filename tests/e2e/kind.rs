@@ -305,6 +305,7 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
 
 async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
     let ns = TestNamespace::create(info, "kind").await;
+    every_pod_address_is_in_its_nodes_pod_cidr(&ns.client).await;
     let pods: Api<Pod> = Api::namespaced(ns.client.clone(), SYSTEM_NAMESPACE);
     // One leader: the lease names one replica, and only that one reports itself master.
     let (replicas, first_holder, leader) = wait_replicas_and_leader(
@@ -406,6 +407,58 @@ async fn in_cluster_proofs(info: &'static PlaneInfo, kind: &Path) {
             .unwrap_or_default();
         assert!(workers.contains(&node), "{} runs on {node}", pod.name_any());
     }
+}
+
+/// The tour takes a worker out and lets it register again, when it may get another pod CIDR: a pod left
+/// with an address outside its node's CIDR would be unreachable from the other nodes (the pod network
+/// stops such sandboxes so that the kubelet starts them again in the new range).
+async fn every_pod_address_is_in_its_nodes_pod_cidr(client: &kube::Client) {
+    let cidrs: std::collections::HashMap<String, String> = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|n| Some((n.name_any(), n.spec.as_ref()?.pod_cidr.clone()?)))
+        .collect();
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let mut checked = 0;
+    for pod in &pods {
+        let spec = pod.spec.as_ref().unwrap();
+        let status = pod.status.as_ref();
+        let (Some(node), Some(ip)) = (
+            spec.node_name.as_ref(),
+            status.and_then(|s| s.pod_ip.as_ref()),
+        ) else {
+            continue;
+        };
+        if spec.host_network == Some(true)
+            || status.and_then(|s| s.phase.as_deref()) != Some("Running")
+        {
+            continue;
+        }
+        let cidr = &cidrs[node];
+        assert!(
+            ipv4_in_cidr(ip, cidr),
+            "{}/{} on {node} has {ip}, outside the node's pod CIDR {cidr}",
+            pod.namespace().unwrap_or_default(),
+            pod.name_any()
+        );
+        checked += 1;
+    }
+    println!("{checked} running pods, each with an address in its node's pod CIDR ({cidrs:?})");
+    assert!(checked > 0, "no running pod with a pod network address");
+}
+
+fn ipv4_in_cidr(ip: &str, cidr: &str) -> bool {
+    let (net, bits) = cidr.split_once('/').unwrap();
+    let bits: u32 = bits.parse().unwrap();
+    let ip = u32::from(ip.parse::<std::net::Ipv4Addr>().unwrap());
+    let net = u32::from(net.parse::<std::net::Ipv4Addr>().unwrap());
+    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+    ip & mask == net & mask
 }
 
 /// deploy/kind/cluster.yaml, parsed.

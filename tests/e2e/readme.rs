@@ -62,7 +62,7 @@ const TREATMENTS: &[(&str, Treatment)] = &[
     ),
     (
         "kind load image-archive target/image/mini-kcm.tar",
-        Treatment::Skip("needs a kind cluster: tests/e2e/kind.rs with MINI_KCM_KIND=1"),
+        Treatment::Skip("needs a kind cluster: tests/e2e/kind.rs runs it"),
     ),
     (
         "mini-kcm conformance --compare",

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The tour's environment-specific parts on a kind cluster (DEMO_ENV=kind): sourced by
-# deploy/demo/tour.sh. Verified on this project's machines by tests/e2e/kind.rs (MINI_KCM_KIND=1), with
+# deploy/demo/tour.sh. Verified on this project's machines by tests/e2e/kind.rs (in CI), with
 # the node image built locally (deploy/kind/node-image/build.sh: no registry needed). See docs/kind.md.
 #
 # - install: the kind CLI and the host's needs (deploy/kind/ensure-host.sh), the node image, the cluster
