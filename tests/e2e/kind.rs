@@ -36,7 +36,7 @@ use mini_kcm_e2e::in_cluster_kit::{
     assert_no_write_after, build_image, docker, https_get, service_account_with_role,
     start_own_rollout, wait_complete_in, wait_own_rollout, wait_replicas_and_leader, wait_takeover,
 };
-use mini_kcm_e2e::{repo_path, selector};
+use mini_kcm_e2e::{repo_path, runs_here, selector};
 use mini_kcm_local_plane::{Binaries, VersionSet};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneInfo, TestNamespace};
@@ -236,14 +236,10 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
         return;
     }
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("MINI_KCM_REQUIRE_KIND").is_none(),
-            "MINI_KCM_REQUIRE_KIND is set, but the kind cluster needs root (Docker, debootstrap, chroot)"
-        );
-        println!(
-            "SKIPPED: the kind cluster needs root (Docker, debootstrap, chroot); docs/kind.md"
-        );
+    let missing = (unsafe { libc::geteuid() } != 0).then(|| {
+        "the kind cluster needs root (Docker, debootstrap, chroot; docs/kind.md)".to_string()
+    });
+    if !runs_here("MINI_KCM_REQUIRE_KIND", missing) {
         return;
     }
     let started = Instant::now();

@@ -636,3 +636,18 @@ pub fn check_script_prelude(name: &str, timeout: Duration) -> String {
 "#
     )
 }
+
+/// Whether a test that needs something this machine may lack runs here. `missing` says what is missing,
+/// if anything: then the test fails where `require_var` is set (.ci/run sets it after installing what the
+/// test needs) and otherwise skips, saying why.
+pub fn runs_here(require_var: &str, missing: Option<String>) -> bool {
+    let Some(missing) = missing else {
+        return true;
+    };
+    assert!(
+        std::env::var_os(require_var).is_none(),
+        "{require_var} asks for this test, but {missing}"
+    );
+    println!("SKIPPED: {missing}");
+    false
+}
