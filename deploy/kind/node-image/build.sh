@@ -13,9 +13,9 @@
 #   3. a Debian root file system (debootstrap, $KIND_NODE_SUITE) with systemd, containerd, runc, the CNI
 #      plug-ins, iptables and conntrack, cached by its package list;
 #   4. the images kubeadm asks for (`kubeadm config images list`), each a one-layer image archive:
-#      kube-apiserver, kube-controller-manager, kube-scheduler (a static binary on PATH), etcd (the plane's,
-#      at the version cluster.yaml gives kubeadm), CoreDNS (its Go module at the version kubeadm names, with
-#      the plug-ins of coredns/main.go, cached), pause (deploy/real-node's
+#      kube-apiserver, kube-controller-manager, kube-scheduler (a static binary on PATH), etcd and CoreDNS
+#      (built from their Go modules at the versions kubeadm names, cached; CoreDNS with only the plug-ins of
+#      coredns/main.go), pause (deploy/real-node's
 #      static pause), kube-proxy (its binary plus iptables, nftables and conntrack with their libraries
 #      from the root file system);
 #   5. the root file system laid out as kind's base image does, plus the node binaries, /kind/version,
@@ -148,40 +148,26 @@ image_for() { # NAME: the reference kubeadm wants for the image whose repository
   die "kubeadm asks for no $1 image (it asks for: ${wanted[*]})"
 }
 
-# go_binary NAME PACKAGE VERSION: PACKAGE@VERSION built from the Go module proxy into the cache (once);
-# prints its path.
+# go_binary NAME PACKAGE VERSION [MAIN]: PACKAGE@VERSION built from the Go module proxy into the cache (once);
+# prints its path. With MAIN, a main package of this repository (one file) is built instead, against
+# PACKAGE's module at VERSION, and cached by that file's hash too.
 go_binary() {
-  local name=$1 package=$2 version=$3 out="$cache/go-bin/$1-$3" dir
+  local name=$1 package=$2 version=$3 main=${4:-} out="$cache/go-bin/$1-$3" dir
+  [[ -n $main ]] && out+="-$(sha256sum "$main" | cut -c1-12)"
   if [[ ! -x $out ]]; then
     mkdir -p "$cache/go-bin"
     dir=$(mktemp -d "$work/go.XXXXXX")
+    [[ -n $main ]] && cp "$main" "$dir/"
     (
       cd "$dir"
       export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-      go mod init "local/$name" && go get -tool "$package@$version" && go build -trimpath -o "$out.tmp" "$package"
+      go mod init "local/$name" || exit 1
+      if [[ -n $main ]]; then
+        go get "$package@$version" && go build -trimpath -o "$out.tmp" .
+      else
+        go get -tool "$package@$version" && go build -trimpath -o "$out.tmp" "$package"
+      fi
     ) >"$work/$name.log" 2>&1 || { tail -n 30 "$work/$name.log" >&2; die "building $package@$version failed"; }
-    mv "$out.tmp" "$out"
-    rm -rf "$dir"
-  fi
-  echo "$out"
-}
-
-# coredns_binary VERSION: CoreDNS at VERSION with the plug-ins of coredns/main.go (cached by version and
-# by that file); prints its path.
-coredns_binary() {
-  local version=$1 main_hash out dir
-  main_hash=$(sha256sum "$here/coredns/main.go" | cut -c1-12)
-  out="$cache/go-bin/coredns-$version-$main_hash"
-  if [[ ! -x $out ]]; then
-    mkdir -p "$cache/go-bin"
-    dir=$(mktemp -d "$work/go.XXXXXX")
-    cp "$here/coredns/main.go" "$dir/"
-    (
-      cd "$dir"
-      export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-      go mod init local/coredns && go get "github.com/coredns/coredns@$version" &&
-        go build -trimpath -o "$out.tmp" .
-    ) >"$work/coredns.log" 2>&1 || { tail -n 30 "$work/coredns.log" >&2; die "building CoreDNS $version failed"; }
     mv "$out.tmp" "$out"
     rm -rf "$dir"
   fi
@@ -200,7 +186,8 @@ component_binaries() {
     etcd_binary=$(go_binary etcd go.etcd.io/etcd/server/v3 "$etcd_version")
   fi
   coredns_tag=$(image_for coredns)
-  coredns_binary=$(coredns_binary "${coredns_tag##*:}")
+  # Only the plug-ins a kubeadm Corefile uses (coredns/main.go says why).
+  coredns_binary=$(go_binary coredns github.com/coredns/coredns "${coredns_tag##*:}" "$here/coredns/main.go")
   crictl_binary=$(go_binary crictl sigs.k8s.io/cri-tools/cmd/crictl "$CRICTL_VERSION")
   echo "    etcd $etcd_version: $etcd_binary"
   echo "    CoreDNS ${coredns_tag##*:}: $coredns_binary"
