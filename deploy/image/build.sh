@@ -7,8 +7,9 @@
 # 3. `docker save`: an archive that `docker load`, `kind load image-archive` and `ctr images import` read.
 #
 # Needs a reachable Docker daemon (deploy/image/ensure-docker.sh installs and starts one); says so and exits
-# non-zero when there is none. Environment: IMAGE (default mini-kcm:dev); MINI_KCM_IMAGE_PROFILE, the cargo
-# profile (default release; .ci/run sets image-test, the same code linked faster, see Cargo.toml).
+# non-zero when there is none (`--binary-only` builds step 1 alone, without Docker). Environment: IMAGE
+# (default mini-kcm:dev); MINI_KCM_IMAGE_PROFILE, the cargo profile (default release; .ci/run sets
+# image-test, the same code linked faster, see Cargo.toml).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -21,8 +22,13 @@ binary=target/$target/$profile/mini-kcm
 die() { echo "deploy/image/build.sh: error: $*" >&2; exit 1; }
 human() { numfmt --to=iec-i --suffix=B --format='%.1f' "$1"; }
 
-command -v docker >/dev/null || die "the docker CLI is not installed (deploy/image/ensure-docker.sh installs it)"
-docker info >/dev/null 2>&1 || die "no Docker daemon is reachable (docker info fails); start one with deploy/image/ensure-docker.sh"
+# --binary-only: step 1 alone, no Docker needed (.ci/run builds it while its other lane prepares Docker).
+binary_only=false
+[[ ${1:-} == --binary-only ]] && binary_only=true
+if ! $binary_only; then
+  command -v docker >/dev/null || die "the docker CLI is not installed (deploy/image/ensure-docker.sh installs it)"
+  docker info >/dev/null 2>&1 || die "no Docker daemon is reachable (docker info fails); start one with deploy/image/ensure-docker.sh"
+fi
 
 # TLS must be rustls only: an OpenSSL or native-tls crate would mean a shared libssl in a static binary.
 if grep -qE '^name = "(openssl-sys|native-tls)"$' Cargo.lock; then
@@ -47,6 +53,7 @@ if ldd "$binary" 2>&1 | grep -q '=>'; then
   die "$binary loads shared libraries: $(ldd "$binary" 2>&1)"
 fi
 echo "    $description"
+$binary_only && exit 0
 
 echo "==> image $image"
 rm -rf "$out/context"
