@@ -58,7 +58,7 @@ where
 /// A plane of this test's own (its kube-controller-manager gets restarted), starting with upstream's
 /// workload controllers on.
 async fn upstream_plane() -> (LocalPlane, &'static mini_kcm_testkit::PlaneInfo) {
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+    let binaries = Binaries::ensure(&VersionSet::selected().unwrap())
         .await
         .unwrap();
     let mut options = PlaneOptions::new(binaries);

@@ -273,7 +273,7 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
     let kubeconfig = work.join("kubeconfig");
     let (config_text, _) = run(&kind, &["get", "kubeconfig", "--name", CLUSTER]);
     std::fs::write(&kubeconfig, config_text).unwrap();
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+    let binaries = Binaries::ensure(&VersionSet::selected().unwrap())
         .await
         .unwrap();
     let info: &'static PlaneInfo = Box::leak(Box::new(PlaneInfo {
@@ -285,7 +285,7 @@ async fn the_tour_and_the_in_cluster_proofs_run_on_a_real_kind_cluster() {
         pids: Default::default(),
         ports: Default::default(),
         nodes: Vec::new(),
-        kubernetes_version: VersionSet::pinned().unwrap().kubernetes,
+        kubernetes_version: VersionSet::selected().unwrap().kubernetes,
         startup_seconds: 0.0,
         real_node: None,
     }));

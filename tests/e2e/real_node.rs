@@ -74,7 +74,7 @@ async fn in_cluster_install_runs_as_real_pods_and_the_node_leaves_nothing_behind
     .unwrap();
 
     let before = HostState::capture();
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+    let binaries = Binaries::ensure(&VersionSet::selected().unwrap())
         .await
         .unwrap();
     let mut options = PlaneOptions::new(binaries.clone());

@@ -31,7 +31,7 @@ const PODS: usize = 20;
 async fn plane(
     extra_apiserver_args: &[&str],
 ) -> (LocalPlane, &'static mini_kcm_testkit::PlaneInfo) {
-    let binaries = Binaries::ensure(&VersionSet::pinned().unwrap())
+    let binaries = Binaries::ensure(&VersionSet::selected().unwrap())
         .await
         .unwrap();
     let mut options = PlaneOptions::new(binaries);

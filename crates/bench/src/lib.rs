@@ -142,7 +142,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         "bench: starting a plane with {} nodes and no workload controllers",
         sizes.nodes
     );
-    let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
+    let binaries = Binaries::ensure(&VersionSet::selected()?).await?;
     let mut options = PlaneOptions::new(binaries);
     options.nodes = sizes.nodes as usize;
     options.upstream_workload_controllers = UpstreamWorkloadControllers::Disabled;

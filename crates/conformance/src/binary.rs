@@ -21,7 +21,7 @@ pub struct E2eBinary {
 impl E2eBinary {
     /// Builds the control plane and the e2e binary when they are not cached, and returns both.
     pub async fn ensure() -> Result<Self, ConformanceError> {
-        let versions = VersionSet::pinned()?;
+        let versions = VersionSet::selected()?;
         let plane = Binaries::ensure(&versions).await?;
         let set_dir = plane
             .dir()

@@ -154,7 +154,6 @@ impl DaemonPlacement {
         }
     }
 
-    #[cfg(test)]
     /// Sets the `TaintTolerationComparisonOperators` feature gate (default off, as in v1.36).
     #[must_use]
     pub(crate) fn with_comparison_operators(mut self, enabled: bool) -> Self {

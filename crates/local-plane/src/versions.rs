@@ -2,10 +2,20 @@
 //!
 //! They live in ONE file, `deploy/control-plane/versions.env`, which the build script sources and this
 //! crate embeds at compile time, so the Rust side and the shell side can never disagree.
+//!
+//! Another Kubernetes version can be chosen for one run (`mini-kcm up --kubernetes-version`, or
+//! `MINI_KCM_KUBERNETES_VERSION` for the tests and the version matrix): it is cached in a version set
+//! of its own beside the pinned one, with the same etcd and kwok.
 
 use crate::PlaneError;
 
 const VERSIONS_ENV: &str = include_str!("../../../deploy/control-plane/versions.env");
+
+/// Picks another Kubernetes version for a run ([`VersionSet::selected`]).
+pub const KUBERNETES_VERSION_VAR: &str = "MINI_KCM_KUBERNETES_VERSION";
+
+/// The oldest Kubernetes minor mini-kcm supports (docs/in-cluster.md#supported-kubernetes-versions).
+pub const OLDEST_MINOR: u32 = 34;
 
 /// The versions of Kubernetes (apiserver, scheduler, controller-manager, kubectl), etcd and kwok.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +49,44 @@ impl VersionSet {
             etcd: lookup("ETCD_VERSION")?,
             kwok: lookup("KWOK_VERSION")?,
         })
+    }
+
+    /// The pinned versions, with the Kubernetes version of `$MINI_KCM_KUBERNETES_VERSION` when it is set
+    /// and not empty (how the tests and `deploy/version-matrix.sh` pick another version).
+    pub fn selected() -> Result<Self, PlaneError> {
+        let pinned = Self::pinned()?;
+        match std::env::var(KUBERNETES_VERSION_VAR) {
+            Ok(v) if !v.trim().is_empty() => pinned.with_kubernetes(&v),
+            _ => Ok(pinned),
+        }
+    }
+
+    /// This set with another Kubernetes version (`1.35.4` or `v1.35.4`; 1.34 and later).
+    pub fn with_kubernetes(mut self, version: &str) -> Result<Self, PlaneError> {
+        let version = version.trim();
+        let bare = version.strip_prefix('v').unwrap_or(version);
+        let parts: Vec<&str> = bare.split('.').collect();
+        let numbers: Option<Vec<u32>> = parts.iter().map(|p| p.parse().ok()).collect();
+        match numbers.as_deref() {
+            Some([1, minor, _]) if *minor >= OLDEST_MINOR => {
+                self.kubernetes = format!("v{bare}");
+                Ok(self)
+            }
+            Some([1, _, _]) => Err(PlaneError::Versions(format!(
+                "Kubernetes {version} is older than the oldest supported minor, 1.{OLDEST_MINOR}"
+            ))),
+            _ => Err(PlaneError::Versions(format!(
+                "{version:?} is not a Kubernetes version of the form 1.X.Y"
+            ))),
+        }
+    }
+
+    /// The minor of the Kubernetes version (`36` for v1.36.3).
+    pub fn kubernetes_minor(&self) -> Option<u32> {
+        self.kubernetes
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
     }
 
     /// The name of this version set's folder in the binary cache.
@@ -80,5 +128,25 @@ mod tests {
         let err =
             VersionSet::parse("KUBERNETES_VERSION=v1.36.3\nETCD_VERSION=v3.6.1\n").unwrap_err();
         assert!(err.to_string().contains("KWOK_VERSION"), "{err}");
+    }
+
+    #[test]
+    fn another_kubernetes_version_keeps_etcd_and_kwok() {
+        let pinned = VersionSet::pinned().unwrap();
+        let v = pinned.clone().with_kubernetes("1.34.4").unwrap();
+        assert_eq!(v.kubernetes, "v1.34.4");
+        assert_eq!(v.kubernetes_minor(), Some(34));
+        assert_eq!((&v.etcd, &v.kwok), (&pinned.etcd, &pinned.kwok));
+        assert_eq!(
+            pinned
+                .clone()
+                .with_kubernetes("v1.35.4")
+                .unwrap()
+                .kubernetes,
+            "v1.35.4"
+        );
+        for bad in ["1.33.9", "1.35", "latest", "2.0.0"] {
+            assert!(pinned.clone().with_kubernetes(bad).is_err(), "{bad}");
+        }
     }
 }

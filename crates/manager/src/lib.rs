@@ -33,6 +33,7 @@ use mini_kcm_runtime::client::{
 };
 use mini_kcm_runtime::controller::{Controller, ControllerOptions, NewController};
 use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
+use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::SharedInformers;
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
@@ -42,6 +43,7 @@ pub use delegated_auth::AlwaysAllowPaths;
 use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
 pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
 use live_view::{LiveView, Running};
+pub use mini_kcm_runtime::features::{FeatureGates, feature_gates_help};
 pub use object_view::{
     ConditionEntry, KeyQueueState, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
 };
@@ -142,6 +144,7 @@ pub async fn run(
 ) -> Result<(), ManagerError> {
     let registry = prometheus::Registry::new();
     version::register_process_and_build_info(&registry)?;
+    log_feature_gates(&options.feature_gates);
     let clients = Clients::new(config, &options, &registry)?;
     let informer_client = clients.unfenced("shared-informers")?;
     if options.kinds.families().contains(&ApiFamily::Copies) {
@@ -175,7 +178,8 @@ pub async fn run(
     serve_endpoints(&options, &clients, health).await?;
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
-        .with_min_resync_period(options.min_resync_period);
+        .with_min_resync_period(options.min_resync_period)
+        .with_streamed_lists(options.feature_gates.enabled(Feature::WatchListClient));
     let controllers = build_controllers(&options, &clients, &informers, &registry, &decisions)?;
     tracing::info!(
         kinds = ?options.kinds,
@@ -252,6 +256,23 @@ pub async fn run(
     // Only now give the lease up: the in-flight syncs above still needed the open fence.
     drop(stop_election);
     finish_election(&mut election).await
+}
+
+/// Says which gates differ from their defaults, and which given gates no controller here consults.
+fn log_feature_gates(gates: &FeatureGates) {
+    let changed = gates.changed();
+    if !changed.is_empty() {
+        tracing::info!(
+            gates = changed.join(","),
+            "feature gates set away from their defaults"
+        );
+    }
+    if !gates.ignored().is_empty() {
+        tracing::warn!(
+            gates = gates.ignored().join(","),
+            "feature gates that mini-kcm's controllers do not consult; ignored"
+        );
+    }
 }
 
 /// The manager's API clients: each with a budget of its own, as each of kube-controller-manager's
@@ -360,6 +381,7 @@ fn build_controllers(
             settings.decisions = decisions.clone();
             settings.priorities = options.priorities();
             settings.budget = budget.clone();
+            settings.features = options.feature_gates.clone();
             (descriptor.settings)(options, &mut settings);
             let controller =
                 (descriptor.build)(informers, client.clone(), settings, metrics.clone());

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use mini_kcm_runtime::features::FeatureGates;
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_workqueue::Priorities;
 
@@ -91,6 +92,8 @@ pub struct ManagerOptions {
     pub work_queue_priorities: bool,
     /// `--max-low-priority-wait`: how long a low-priority key may be passed over entirely.
     pub max_low_priority_wait: Duration,
+    /// `--feature-gates`: the gates the controllers, informers and endpoints consult.
+    pub feature_gates: FeatureGates,
 }
 
 /// The secure port's settings (kube-controller-manager's `--bind-address`/`--secure-port`, `--tls-*` and
@@ -125,6 +128,7 @@ impl Default for ManagerOptions {
             decision_log: true,
             work_queue_priorities: true,
             max_low_priority_wait: Priorities::DEFAULT_MAX_LOW_WAIT,
+            feature_gates: FeatureGates::default(),
         }
     }
 }

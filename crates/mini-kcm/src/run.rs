@@ -7,7 +7,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_manager::LeaderElectionConfig;
-use mini_kcm_manager::{AlwaysAllowPaths, Kinds, ManagerOptions, SecureServing, ServingCert};
+use mini_kcm_manager::{
+    AlwaysAllowPaths, FeatureGates, Kinds, ManagerOptions, SecureServing, ServingCert,
+    feature_gates_help,
+};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which API families to manage.
@@ -91,6 +94,10 @@ pub struct RunArgs {
     /// fresh ones before it gets every other hand-out (Go duration).
     #[arg(long, default_value = "5s", value_parser = crate::duration::parse_go_duration)]
     max_low_priority_wait: Duration,
+    /// Feature gates, kube-controller-manager's syntax (`Name=true,Other=false`); `mini-kcm run --help`
+    /// lists every gate the controllers consult. Gates of other controllers are accepted and ignored.
+    #[arg(long, default_value = "", value_parser = parse_feature_gates, long_help = feature_gates_long_help())]
+    feature_gates: FeatureGates,
     /// Elect a leader among replicas before running the controllers (kube-controller-manager's flag).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     leader_elect: bool,
@@ -132,6 +139,7 @@ impl RunArgs {
             decision_log: self.decision_log,
             work_queue_priorities: self.work_queue_priorities,
             max_low_priority_wait: self.max_low_priority_wait,
+            feature_gates: self.feature_gates.clone(),
             leader_election: None,
             ..Default::default()
         };
@@ -174,6 +182,18 @@ impl RunArgs {
             always_allow: AlwaysAllowPaths::new(self.authorization_always_allow_paths.clone()),
         })
     }
+}
+
+/// `--feature-gates`, refused with upstream's words.
+pub(crate) fn parse_feature_gates(value: &str) -> Result<FeatureGates, String> {
+    FeatureGates::parse(value).map_err(|e| e.to_string())
+}
+
+fn feature_gates_long_help() -> String {
+    format!(
+        "{}\n(Gates of kube-controller-manager's other controllers are accepted and ignored.)",
+        feature_gates_help()
+    )
 }
 
 /// `--metrics-addr`: an address, or nothing when empty.
@@ -310,5 +330,35 @@ mod tests {
         );
         // A certificate without its key is refused.
         assert!(Cli::try_parse_from(["run", "--tls-cert-file=/c"]).is_err());
+    }
+
+    #[test]
+    fn feature_gates_flag() {
+        use clap::Parser;
+        use mini_kcm_runtime::features::Feature;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let options = Cli::parse_from(["run"]).run.manager_options();
+        assert_eq!(options.feature_gates, FeatureGates::default());
+        let options = Cli::parse_from([
+            "run",
+            "--feature-gates=TaintTolerationComparisonOperators=true,WatchListClient=false",
+        ])
+        .run
+        .manager_options();
+        assert!(
+            options
+                .feature_gates
+                .enabled(Feature::TaintTolerationComparisonOperators)
+        );
+        assert!(!options.feature_gates.enabled(Feature::WatchListClient));
+        let refused = Cli::try_parse_from(["run", "--feature-gates=LogarithmicScaleDown=false"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("feature is locked to true"), "{refused}");
     }
 }

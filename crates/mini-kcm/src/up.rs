@@ -9,7 +9,7 @@ use mini_kcm_local_plane::{
     Binaries, LocalPlane, PlaneOptions, REAL_NODE_TAINT, RealNodeOptions,
     UpstreamWorkloadControllers, VersionSet, config_from_kubeconfig,
 };
-use mini_kcm_manager::{Kinds, ManagerOptions};
+use mini_kcm_manager::{FeatureGates, Kinds, ManagerOptions};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which Deployment/ReplicaSet/DaemonSet controllers run against the plane.
@@ -46,13 +46,20 @@ pub struct UpArgs {
     /// An image archive (`docker save` or OCI) to import into the real node; repeatable.
     #[arg(long = "image", value_name = "PATH", requires = "real_node")]
     images: Vec<PathBuf>,
+    /// Run the plane at another Kubernetes version (1.34 and later, e.g. 1.34.4): built once and cached
+    /// beside the pinned one. Default: $MINI_KCM_KUBERNETES_VERSION, else the pinned version.
+    #[arg(long, value_name = "1.X.Y")]
+    kubernetes_version: Option<String>,
+    /// Feature gates of mini-kcm's controllers (as `mini-kcm run --feature-gates`).
+    #[arg(long, default_value = "", value_parser = crate::run::parse_feature_gates)]
+    feature_gates: FeatureGates,
 }
 
 /// The archive deploy/image/build.sh writes, relative to the repository root.
 const DEFAULT_IMAGE_ARCHIVE: &str = "target/image/mini-kcm.tar";
 
 pub async fn build_plane() -> anyhow::Result<()> {
-    let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
+    let binaries = Binaries::ensure(&VersionSet::selected()?).await?;
     println!("{}", binaries.dir().display());
     Ok(())
 }
@@ -62,7 +69,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
 
-    let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
+    let versions = match &args.kubernetes_version {
+        Some(version) => VersionSet::pinned()?.with_kubernetes(version)?,
+        None => VersionSet::selected()?,
+    };
+    let binaries = Binaries::ensure(&versions).await?;
     let mut options = PlaneOptions::new(binaries);
     options.nodes = args.nodes;
     options.state_dir = args.state_dir.clone();
@@ -92,13 +103,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         _ = sigterm.recv() => anyhow::bail!("terminated during start-up"),
     };
     let mut manager = match args.workload_controllers {
-        WorkloadControllers::Mini => match start_manager(&plane).await {
-            Ok(manager) => Some(manager),
-            Err(e) => {
-                plane.stop().await;
-                return Err(e);
+        WorkloadControllers::Mini => {
+            match start_manager(&plane, args.feature_gates.clone()).await {
+                Ok(manager) => Some(manager),
+                Err(e) => {
+                    plane.stop().await;
+                    return Err(e);
+                }
             }
-        },
+        }
         _ => None,
     };
     if let Some(manager) = &manager {
@@ -156,7 +169,10 @@ struct InProcessManager {
 }
 
 /// Installs the CRD copies and starts the manager with `--kinds both`.
-async fn start_manager(plane: &LocalPlane) -> anyhow::Result<InProcessManager> {
+async fn start_manager(
+    plane: &LocalPlane,
+    feature_gates: FeatureGates,
+) -> anyhow::Result<InProcessManager> {
     let client = plane.client().await?;
     mini_kcm_crds::install(&client)
         .await
@@ -168,6 +184,7 @@ async fn start_manager(plane: &LocalPlane) -> anyhow::Result<InProcessManager> {
     let options = ManagerOptions {
         kinds: Kinds::Both,
         metrics_addr: Some(metrics_addr),
+        feature_gates,
         ..Default::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

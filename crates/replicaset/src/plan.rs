@@ -35,7 +35,7 @@ pub(crate) enum ReplicaPlan {
 /// pods. `related` gives the active pods of every ReplicaSet with the same controller (a Deployment's
 /// ReplicaSets), used to prefer deleting pods on crowded nodes; it is called only when some but not all
 /// pods go, since collecting them costs a walk over all those pods (upstream too reads them only when
-/// scaling down). At most `burst` pods per sync.
+/// scaling down). At most `burst` pods per sync. `deletion_cost`: the `PodDeletionCost` gate.
 ///
 /// upstream: manageReplicas (its decision)
 pub(crate) fn plan_replicas(
@@ -44,6 +44,7 @@ pub(crate) fn plan_replicas(
     related: impl FnOnce() -> Vec<Arc<CachedPod>>,
     burst: usize,
     now: Timestamp,
+    deletion_cost: bool,
 ) -> ReplicaPlan {
     let have = active.len();
     if have < desired {
@@ -58,7 +59,7 @@ pub(crate) fn plan_replicas(
     }
     let diff = (have - desired).min(burst);
     ReplicaPlan::Delete {
-        pods: pods_to_delete(active, related, diff, now),
+        pods: pods_to_delete(active, related, diff, now, deletion_cost),
         active: have,
         desired,
     }
@@ -74,6 +75,7 @@ fn pods_to_delete(
     related: impl FnOnce() -> Vec<Arc<CachedPod>>,
     diff: usize,
     now: Timestamp,
+    deletion_cost: bool,
 ) -> Vec<(Arc<CachedPod>, String)> {
     if diff >= active.len() {
         return active
@@ -93,12 +95,12 @@ fn pods_to_delete(
             rank: on_node.get(node_of(pod)).copied().unwrap_or(0),
         })
         .collect();
-    sort_for_deletion(&mut ranked, Some(now));
+    sort_for_deletion(&mut ranked, Some(now), deletion_cost);
     let first_kept = ranked[diff];
     ranked[..diff]
         .iter()
         .map(|chosen| {
-            let why = deletion_reason(*chosen, first_kept, Some(now)).map_or_else(
+            let why = deletion_reason(*chosen, first_kept, Some(now), deletion_cost).map_or_else(
                 || "tied with the pods that stay (any of them could go)".to_string(),
                 |r| r.to_string(),
             );
@@ -174,7 +176,7 @@ mod tests {
     fn too_few_pods_creates_the_difference_capped_by_the_burst() {
         let pods = vec![pod("a", Some("n1"), "Running", true, None)];
         assert_eq!(
-            plan_replicas(3, &pods, || pods.clone(), 500, now()),
+            plan_replicas(3, &pods, || pods.clone(), 500, now(), true),
             ReplicaPlan::Create {
                 count: 2,
                 active: 1,
@@ -183,7 +185,7 @@ mod tests {
         );
         // Upstream's TestControllerBurstReplicas: never more than the burst in one sync.
         assert_eq!(
-            plan_replicas(1000, &[], Vec::new, 500, now()),
+            plan_replicas(1000, &[], Vec::new, 500, now(), true),
             ReplicaPlan::Create {
                 count: 500,
                 active: 0,
@@ -191,15 +193,15 @@ mod tests {
             }
         );
         assert_eq!(
-            plan_replicas(1, &pods, || pods.clone(), 500, now()),
+            plan_replicas(1, &pods, || pods.clone(), 500, now(), true),
             ReplicaPlan::Steady
         );
         // Related pods are collected only to rank deletions.
         let not_needed =
             || -> Vec<Arc<CachedPod>> { panic!("related pods read without deletions") };
-        plan_replicas(3, &pods, not_needed, 500, now());
-        plan_replicas(1, &pods, not_needed, 500, now());
-        plan_replicas(0, &pods, not_needed, 500, now());
+        plan_replicas(3, &pods, not_needed, 500, now(), true);
+        plan_replicas(1, &pods, not_needed, 500, now(), true);
+        plan_replicas(0, &pods, not_needed, 500, now(), true);
     }
 
     /// Upstream's TestGetPodsToDelete: earlier lifecycle stages go first.
@@ -215,7 +217,8 @@ mod tests {
             pending.clone(),
             unscheduled.clone(),
         ];
-        let ReplicaPlan::Delete { pods, .. } = plan_replicas(1, &all, || all.clone(), 500, now())
+        let ReplicaPlan::Delete { pods, .. } =
+            plan_replicas(1, &all, || all.clone(), 500, now(), true)
         else {
             panic!("expected deletions");
         };
@@ -236,7 +239,7 @@ mod tests {
         let active = vec![lonely.clone(), crowded.clone()];
         let related = vec![lonely.clone(), crowded.clone(), sibling];
         let ReplicaPlan::Delete { pods, .. } =
-            plan_replicas(1, &active, || related.clone(), 500, now())
+            plan_replicas(1, &active, || related.clone(), 500, now(), true)
         else {
             panic!("expected a deletion");
         };
@@ -256,12 +259,20 @@ mod tests {
             pod("x", Some("n2"), "Running", true, None),
         ];
         let ReplicaPlan::Delete { pods, .. } =
-            plan_replicas(1, &active, || related.clone(), 500, now())
+            plan_replicas(1, &active, || related.clone(), 500, now(), true)
         else {
             panic!("expected a deletion");
         };
         assert_eq!(pods[0].0.metadata.name.as_deref(), Some("cheap"));
         assert!(pods[0].1.contains("deletion cost"), "{}", pods[0].1);
+
+        // The PodDeletionCost gate off: the annotation is ignored, the crowded node goes first.
+        let ReplicaPlan::Delete { pods, .. } =
+            plan_replicas(1, &active, || related.clone(), 500, now(), false)
+        else {
+            panic!("expected a deletion");
+        };
+        assert_eq!(pods[0].0.metadata.name.as_deref(), Some("costly"));
     }
 
     #[test]
@@ -274,7 +285,7 @@ mod tests {
             pods,
             active,
             desired,
-        } = plan_replicas(0, &all, || all.clone(), 500, now())
+        } = plan_replicas(0, &all, || all.clone(), 500, now(), true)
         else {
             panic!("expected deletions");
         };

@@ -27,13 +27,15 @@ pub(crate) struct ManageFailure {
     pub message: String,
 }
 
-/// The status the ReplicaSet of `family` should have, given its active claimed pods, its terminating pods
-/// and the outcome of managing replicas. Conditions other than `ReplicaFailure` are kept as they are.
+/// The status the ReplicaSet of `family` should have, given its active claimed pods, the number of its
+/// terminating pods (`None` while the `DeploymentReplicaSetTerminatingReplicas` gate is off: the field
+/// is then left unset) and the outcome of managing replicas. Conditions other than `ReplicaFailure` are
+/// kept as they are.
 pub(crate) fn calculate_status(
     rs: &ReplicaSetObject,
     family: ApiFamily,
     active: &[Arc<CachedPod>],
-    terminating: usize,
+    terminating: Option<usize>,
     failure: Option<&ManageFailure>,
     now: Timestamp,
 ) -> StatusWithSelector<ReplicaSetStatus> {
@@ -95,7 +97,7 @@ pub(crate) fn calculate_status(
     status.fully_labeled_replicas = Some(fully_labeled);
     status.ready_replicas = Some(ready);
     status.available_replicas = Some(available);
-    status.terminating_replicas = Some(count(terminating));
+    status.terminating_replicas = terminating.map(count);
     status
 }
 
@@ -193,12 +195,23 @@ mod tests {
             pod(&[("app", "x"), ("tier", "web")], Some(995)), // ready, not yet available
             pod(&[("app", "x")], None),                       // not fully labelled, not ready
         ];
-        let status = calculate_status(&rs(10), ApiFamily::Apps, &pods, 2, None, now);
+        let status = calculate_status(&rs(10), ApiFamily::Apps, &pods, Some(2), None, now);
         assert_eq!(status.replicas, 3);
         assert_eq!(status.fully_labeled_replicas, Some(2));
         assert_eq!(status.ready_replicas, Some(2));
         assert_eq!(status.available_replicas, Some(1));
         assert_eq!(status.terminating_replicas, Some(2));
+
+        // The DeploymentReplicaSetTerminatingReplicas gate off: the count is not reported, even over a
+        // stored one (upstream's TestCalculateStatus case with the gate disabled).
+        let mut reported = rs(10);
+        reported
+            .status
+            .get_or_insert_with(Default::default)
+            .terminating_replicas = Some(4);
+        let status = calculate_status(&reported, ApiFamily::Apps, &pods, None, None, now);
+        assert_eq!(status.terminating_replicas, None);
+        assert_eq!(status.replicas, 3);
     }
 
     /// Mirrors upstream's TestCalculateStatusConditions.
@@ -210,7 +223,7 @@ mod tests {
             reason: "FailedCreate",
             message: "pods is forbidden".into(),
         };
-        let failed = calculate_status(&set, ApiFamily::Apps, &[], 0, Some(&failure), now);
+        let failed = calculate_status(&set, ApiFamily::Apps, &[], Some(0), Some(&failure), now);
         let conditions = failed.conditions.clone().unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason.as_deref(), Some("FailedCreate"));
@@ -219,11 +232,11 @@ mod tests {
         // A second failure does not replace the first (its transition time stays).
         set.status = Some(failed.clone());
         let later = Timestamp::from_second(2000).unwrap();
-        let again = calculate_status(&set, ApiFamily::Apps, &[], 0, Some(&failure), later);
+        let again = calculate_status(&set, ApiFamily::Apps, &[], Some(0), Some(&failure), later);
         assert_eq!(again.conditions, failed.conditions);
 
         // Success removes it.
-        let ok = calculate_status(&set, ApiFamily::Apps, &[], 0, None, later);
+        let ok = calculate_status(&set, ApiFamily::Apps, &[], Some(0), None, later);
         assert_eq!(ok.conditions, None);
     }
 
@@ -231,7 +244,7 @@ mod tests {
     fn unchanged_status_is_not_written() {
         let now = Timestamp::from_second(1000).unwrap();
         let mut set = rs(0);
-        let status = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
+        let status = calculate_status(&set, ApiFamily::Apps, &[], Some(0), None, now);
         assert!(
             status_changed(&set, &status),
             "generation 2 not observed yet"
@@ -239,7 +252,7 @@ mod tests {
         let mut stored = status.clone();
         stored.observed_generation = Some(2);
         set.status = Some(stored);
-        let again = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
+        let again = calculate_status(&set, ApiFamily::Apps, &[], Some(0), None, now);
         assert!(!status_changed(&set, &again));
     }
 
@@ -252,9 +265,9 @@ mod tests {
             match_labels: Some(labels(&[("tier", "web"), ("app", "x")])),
             ..Default::default()
         };
-        let copy = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        let copy = calculate_status(&set, ApiFamily::Copies, &[], Some(0), None, now);
         assert_eq!(copy.selector.as_deref(), Some("app=x,tier=web"));
-        let apps = calculate_status(&set, ApiFamily::Apps, &[], 0, None, now);
+        let apps = calculate_status(&set, ApiFamily::Apps, &[], Some(0), None, now);
         assert_eq!(apps.selector, None);
         assert_eq!(apps.status, copy.status);
     }
@@ -269,10 +282,10 @@ mod tests {
             match_labels: Some(labels(&[("app", "x")])),
             ..Default::default()
         };
-        let mut current = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        let mut current = calculate_status(&set, ApiFamily::Copies, &[], Some(0), None, now);
         current.observed_generation = Some(2);
         set.status = Some(current.clone());
-        let again = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+        let again = calculate_status(&set, ApiFamily::Copies, &[], Some(0), None, now);
         assert!(!status_changed(&set, &again), "all current");
 
         for stored in [None, Some("app=y".to_string()), Some(String::new())] {
@@ -280,7 +293,7 @@ mod tests {
                 current.status.clone(),
                 stored.clone(),
             ));
-            let new = calculate_status(&set, ApiFamily::Copies, &[], 0, None, now);
+            let new = calculate_status(&set, ApiFamily::Copies, &[], Some(0), None, now);
             assert_eq!(new.selector.as_deref(), Some("app=x"));
             assert!(status_changed(&set, &new), "stored selector {stored:?}");
         }

@@ -8,7 +8,7 @@
 //! [`informers`] (the caches a sync reads), [`expectations`] (why a sync waits for its own writes to show)
 //! and [`ownership`] (claiming children). The rest are the parts a sync calls: [`pods`] (ranking, creation
 //! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),
-//! [`consistency`] and [`status_writes`]; [`kinds`] names the two API families and the shared indexes.
+//! [`consistency`] and [`status_writes`]; [`features`] holds `--feature-gates`; [`kinds`] names the two API families and the shared indexes.
 //! docs/architecture.md maps each to its upstream name.
 //!
 //! The modules are public where another crate names them, and inside them only what is named outside is
@@ -28,6 +28,7 @@ pub mod decisions;
 mod event_correlation;
 pub mod events;
 pub mod expectations;
+pub mod features;
 pub mod informers;
 pub mod inspect;
 pub mod int_or_percent;

@@ -61,7 +61,7 @@ fn start_owned_plane(config: PlaneConfig) -> Result<PlaneInfo, String> {
             };
             runtime.block_on(async move {
                 let started = async {
-                    let binaries = Binaries::ensure(&VersionSet::pinned()?).await?;
+                    let binaries = Binaries::ensure(&VersionSet::selected()?).await?;
                     let mut options = PlaneOptions::new(binaries);
                     options.nodes = config.nodes;
                     options.upstream_workload_controllers = config.upstream_workload_controllers;

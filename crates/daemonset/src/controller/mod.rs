@@ -33,6 +33,7 @@ use mini_kcm_runtime::controller::{
     ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
 use mini_kcm_runtime::expectations::{ControllerExpectations, ExpectationsSnapshot};
+use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{
     WorkloadKind, controller_revision_informer, node_informer, pod_informer, workload_informer,
@@ -56,6 +57,7 @@ const DAEMON_SET_CONTROLLER: ControllerKind = ControllerKind {
     kind: WorkloadKind::DaemonSet,
     event_component: EVENT_COMPONENT,
     max_retries: None,
+    consistency_gate: Some(Feature::StaleControllerConsistencyDaemonSet),
 };
 
 /// One DaemonSet controller (for one API family).
@@ -105,6 +107,10 @@ impl Reconcile for DaemonSetController {
         let revisions = controller_revision_informer(informers);
         core.track(&pods);
         core.track(&revisions);
+        let comparison_operators = core
+            .options
+            .features
+            .enabled(Feature::TaintTolerationComparisonOperators);
         DaemonSetController {
             pod_control: PodControl::new(client, core.recorder.clone(), core.consistency.clone()),
             core,
@@ -113,7 +119,10 @@ impl Reconcile for DaemonSetController {
             revisions,
             expectations: ControllerExpectations::new(),
             failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
-            placements: PlacementCache::default(),
+            placements: PlacementCache {
+                comparison_operators,
+                ..Default::default()
+            },
         }
     }
 
@@ -152,6 +161,8 @@ impl Reconcile for DaemonSetController {
 #[derive(Default)]
 pub(crate) struct PlacementCache {
     entries: Mutex<HashMap<ObjectKey, CachedPlacement>>,
+    /// The `TaintTolerationComparisonOperators` gate, fixed for the manager's life.
+    comparison_operators: bool,
 }
 
 struct CachedPlacement {
@@ -173,7 +184,8 @@ impl PlacementCache {
         {
             return cached.placement.clone();
         }
-        let placement = Arc::new(DaemonPlacement::new(ds));
+        let placement =
+            Arc::new(DaemonPlacement::new(ds).with_comparison_operators(self.comparison_operators));
         entries.insert(
             key,
             CachedPlacement {

@@ -40,6 +40,8 @@ const DEPLOYMENT_CONTROLLER: ControllerKind = ControllerKind {
     kind: WorkloadKind::Deployment,
     event_component: EVENT_COMPONENT,
     max_retries: Some(MAX_RETRIES),
+    // Upstream's Deployment controller has no consistency store, so no gate (docs/deployment.md).
+    consistency_gate: None,
 };
 
 /// One Deployment controller (for one API family).

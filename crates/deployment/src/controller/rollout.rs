@@ -13,6 +13,7 @@ use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::{EventType, object_reference};
+use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -311,7 +312,7 @@ impl<'a> Rollout<'a> {
         let d_name = self.d_name();
         let current = self.d.metadata.annotations.clone().unwrap_or_default();
         let wanted = desired.metadata.annotations.clone().unwrap_or_default();
-        let new_status = self.with_selector(desired.status.clone().unwrap_or_default().status);
+        let new_status = self.as_written(desired.status.clone().unwrap_or_default().status);
         let annotations_changed = current != wanted;
         if self.c.core.options.family == ApiFamily::Apps {
             if !annotations_changed && !status_needs_write(self.d.status.as_ref(), &new_status) {
@@ -386,8 +387,17 @@ impl<'a> Rollout<'a> {
     }
 
     /// `status` as this family stores it (see [`with_status_selector`]).
-    fn with_selector(&self, status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
-        with_status_selector(&self.d, self.c.core.options.family, status)
+    /// The status as it is written: with the copies' selector, and without `terminatingReplicas`
+    /// while the `DeploymentReplicaSetTerminatingReplicas` gate is off (as upstream leaves it unset).
+    fn as_written(&self, mut status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
+        let options = &self.c.core.options;
+        if !options
+            .features
+            .enabled(Feature::DeploymentReplicaSetTerminatingReplicas)
+        {
+            status.terminating_replicas = None;
+        }
+        with_status_selector(&self.d, options.family, status)
     }
 
     // ---- status ----
@@ -446,7 +456,7 @@ impl<'a> Rollout<'a> {
         self.note_rollout_point(new.as_ref(), &old);
         let all = Self::all_refs(new.as_ref(), &old);
         let status = calculate_status(&all, new.as_ref(), &self.d, Timestamp::now());
-        let status = self.with_selector(status);
+        let status = self.as_written(status);
         self.write_status(status).await
     }
 
@@ -457,7 +467,7 @@ impl<'a> Rollout<'a> {
         self.note_rollout_point(new.as_ref(), &old);
         let all = Self::all_refs(new.as_ref(), &old);
         let now = Timestamp::now();
-        let status = self.with_selector(rollout_status(&all, new.as_ref(), &self.d, now));
+        let status = self.as_written(rollout_status(&all, new.as_ref(), &self.d, now));
         let timed_out = |s: &DeploymentStatus| {
             get_deployment_condition(s, PROGRESSING)
                 .is_some_and(|c| reason(c) == reasons::TIMED_OUT)

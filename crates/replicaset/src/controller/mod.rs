@@ -21,6 +21,7 @@ use mini_kcm_runtime::controller::{
     ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
 use mini_kcm_runtime::expectations::{ExpectationsSnapshot, UidTrackingExpectations};
+use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
 use mini_kcm_runtime::kinds::{ReplicaSetObject, WorkloadKind, pod_informer, workload_informer};
 use mini_kcm_runtime::metrics::ControllerMetrics;
@@ -35,6 +36,7 @@ const REPLICA_SET_CONTROLLER: ControllerKind = ControllerKind {
     kind: WorkloadKind::ReplicaSet,
     event_component: EVENT_COMPONENT,
     max_retries: None,
+    consistency_gate: Some(Feature::StaleControllerConsistencyReplicaSet),
 };
 
 /// One ReplicaSet controller (for one API family): its core, the pods it counts and the expectations of

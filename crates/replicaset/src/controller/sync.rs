@@ -20,6 +20,7 @@ use mini_kcm_runtime::controller::{ObjectKey, Requeue, wake};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::expectations::waiting_reason;
+use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
@@ -78,11 +79,19 @@ impl ReplicaSetController {
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let candidates = pods_for_owner(&s.pods, namespace, &uid);
         let labels_match = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
-        let terminating = candidates
-            .iter()
-            .filter(|p| is_pod_terminating(p))
-            .filter(|p| controller_uid(&p.metadata) == Some(uid.as_str()) && labels_match(p))
-            .count();
+        // Counted only with the DeploymentReplicaSetTerminatingReplicas gate on, as upstream.
+        let features = &s.core.options.features;
+        let terminating = features
+            .enabled(Feature::DeploymentReplicaSetTerminatingReplicas)
+            .then(|| {
+                candidates
+                    .iter()
+                    .filter(|p| is_pod_terminating(p))
+                    .filter(|p| {
+                        controller_uid(&p.metadata) == Some(uid.as_str()) && labels_match(p)
+                    })
+                    .count()
+            });
         let active: Vec<Arc<CachedPod>> = candidates
             .into_iter()
             .filter(|p| is_pod_active(p))
@@ -99,7 +108,9 @@ impl ReplicaSetController {
         let desired = usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0);
         decisions::observe("desired", desired);
         decisions::observe("active", claimed.len());
-        decisions::observe("terminating", terminating);
+        if let Some(terminating) = terminating {
+            decisions::observe("terminating", terminating);
+        }
         let mut failure = None;
         if !needs_sync {
             decisions::skip(waiting_reason(s.expectations.get(key)));
@@ -114,6 +125,7 @@ impl ReplicaSetController {
                 || self.related_pods(&rs),
                 BURST_REPLICAS,
                 Timestamp::now(),
+                features.enabled(Feature::PodDeletionCost),
             );
             failure = self.execute(key, &rs, &owner, plan).await;
         }

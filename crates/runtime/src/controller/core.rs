@@ -46,6 +46,7 @@ use crate::consistency::ConsistencyStore;
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::events::EventRecorder;
 use crate::expectations::ExpectationsSnapshot;
+use crate::features::{Feature, FeatureGates};
 use crate::informers::{Change, Informer, Origin, SharedInformers};
 use crate::inspect::{ControllerView, SyncStats};
 use crate::kinds::{ApiFamily, WorkloadKind};
@@ -77,6 +78,8 @@ pub struct ControllerOptions {
     /// (`--work-queue-priorities`, `--max-low-priority-wait`; a deliberate difference from upstream,
     /// whose queue is one FIFO: docs/work-queue.md). On by default.
     pub priorities: Priorities,
+    /// `--feature-gates`, as each controller consults them.
+    pub features: FeatureGates,
 }
 
 impl ControllerOptions {
@@ -89,6 +92,7 @@ impl ControllerOptions {
             budget: RequestBudget::unlimited(),
             max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
             priorities: Priorities::default(),
+            features: FeatureGates::default(),
         }
     }
 }
@@ -105,6 +109,9 @@ pub struct ControllerKind {
     /// With `Some(n)`, a key failing `n` syncs in a row is dropped until its next event (the Deployment
     /// controller's rule); otherwise failures are retried forever with backoff.
     pub max_retries: Option<usize>,
+    /// The feature gate that switches its read-your-own-writes off (upstream's
+    /// `StaleControllerConsistency<Kind>`); `None`: always on.
+    pub consistency_gate: Option<Feature>,
 }
 
 /// The fields every controller instance has.
@@ -151,7 +158,10 @@ where
             metrics.queue.clone(),
         )
         .with_priorities(options.priorities);
-        let consistency = ConsistencyStore::default();
+        let consistency = match what.consistency_gate {
+            Some(gate) if !options.features.enabled(gate) => ConsistencyStore::disabled(),
+            _ => ConsistencyStore::default(),
+        };
         consistency.track(&objects);
         ControllerCore {
             by: DecidedBy {

@@ -96,6 +96,8 @@ pub struct SharedInformers {
     namespace: Option<String>,
     /// The resync period of every informer of this factory (`None`: no resync).
     resync_period: Option<Duration>,
+    /// Streamed lists first (`with_streamed_lists`).
+    streamed_lists: bool,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
     /// How to view each informer (`crate::inspect`), in creation order.
     views: Arc<Mutex<Vec<InformerViewFn>>>,
@@ -122,6 +124,7 @@ impl SharedInformers {
             client,
             namespace,
             resync_period: None,
+            streamed_lists: true,
             informers: Arc::default(),
             views: Arc::default(),
             pending: Arc::default(),
@@ -135,6 +138,14 @@ impl SharedInformers {
     /// the resync. Call before requesting informers.
     pub fn with_min_resync_period(mut self, min: Duration) -> Self {
         self.resync_period = jittered_resync_period(min, rand::random::<f64>());
+        self
+    }
+
+    /// Whether informers start with a streamed list (client-go's `WatchListClient` gate, on by
+    /// default); off, every informer lists in pages, as against an API server that refuses streams.
+    /// Call before requesting informers.
+    pub fn with_streamed_lists(mut self, on: bool) -> Self {
+        self.streamed_lists = on;
         self
     }
 
@@ -164,7 +175,11 @@ impl SharedInformers {
         // watch cache once it has caught up with etcd (KEP-3157/4988), as client-go's relist after a 410
         // is. A list answered at `resourceVersion=0` may come from a lagging cache and show the past,
         // which would turn objects created since then into deletions here.
-        let mode = ListMode::default();
+        let mode = if self.streamed_lists {
+            ListMode::default()
+        } else {
+            ListMode::paged()
+        };
         let kind = K::kind(dyntype).into_owned();
         let events = list_and_watch(
             K::scoped_api(

@@ -53,6 +53,13 @@ impl ListMode {
         }
     }
 
+    /// Paged from the start (the `WatchListClient` gate off).
+    pub(crate) fn paged() -> Self {
+        ListMode {
+            paged: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
     fn fall_back(&self) {
         self.paged.store(true, Ordering::Relaxed);
     }
@@ -60,7 +67,8 @@ impl ListMode {
 
 /// The watch events of one informer: a streamed list and its watch, until the API server refuses the
 /// stream; from then on kube's paged list and watch. `streaming` must come from a
-/// [`consistent_stream_client`], `paged` from the plain one.
+/// [`consistent_stream_client`], `paged` from the plain one. A `mode` that is paged already (the
+/// `WatchListClient` gate off) never tries the stream.
 pub(crate) fn list_and_watch<K>(
     streaming: Api<K>,
     paged: Api<K>,
@@ -70,13 +78,13 @@ pub(crate) fn list_and_watch<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
+    let paged_watch =
+        move || watcher(paged, watcher::Config::default().page_size(PAGE_SIZE)).boxed();
+    if mode.as_str() == "paged" {
+        return paged_watch();
+    }
     let streamed = watcher(streaming, watcher::Config::default().streaming_lists());
-    falling_back(
-        streamed,
-        move || watcher(paged, watcher::Config::default().page_size(PAGE_SIZE)).boxed(),
-        kind,
-        mode,
-    )
+    falling_back(streamed, paged_watch, kind, mode)
 }
 
 /// `first` until it yields a refusal of the stream, then what `fallback` makes (see the module header).
@@ -319,6 +327,24 @@ mod tests {
         assert_eq!(requests.len(), 2, "{requests:?}");
         assert!(requests[0].contains("sendInitialEvents=true"));
         assert!(requests[1].contains("limit=100") && !requests[1].contains("watch"));
+    }
+
+    #[tokio::test]
+    async fn with_the_watch_list_client_gate_off_only_pages_are_asked_for() {
+        // The server would refuse a stream: not one is asked for.
+        let (client, requests) = recording_client(without_watch_list);
+        let mode = ListMode::paged();
+        let seen = first_list(
+            consistent_stream_client(client.clone()),
+            client,
+            mode.clone(),
+        )
+        .await;
+        assert_eq!(seen, ["init", "apply a", "apply b", "done"]);
+        assert_eq!(mode.as_str(), "paged");
+        let requests = requests.lock().unwrap().clone();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert!(requests[0].contains("limit=100") && !requests[0].contains("sendInitialEvents"));
     }
 
     #[tokio::test]

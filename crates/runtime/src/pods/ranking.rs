@@ -306,14 +306,17 @@ impl fmt::Display for DeletionReason {
 /// stated for the pod that comes first. `None` when no rule told the pods apart.
 type Decision = Option<(Ordering, DeletionReason)>;
 
+/// Which of the optional rules a comparison applies: upstream `ActivePods` has neither, upstream
+/// `ActivePodsWithRanks` the rank, and the deletion cost with the `PodDeletionCost` gate on.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    ranks: bool,
+    deletion_cost: bool,
+}
+
 /// Upstream `ActivePodsWithRanks.Less` as a three-way comparison, or `ActivePods.Less` without rules 4-5 and
 /// `now`; `now` enables the log2 buckets of rules 6 and 8 (LogarithmicScaleDown, GA since 1.31).
-fn decide(
-    a: RankedPod<'_>,
-    b: RankedPod<'_>,
-    now: Option<Timestamp>,
-    with_cost_and_rank: bool,
-) -> Decision {
+fn decide(a: RankedPod<'_>, b: RankedPod<'_>, now: Option<Timestamp>, rules: Rules) -> Decision {
     let (pa, pb) = (a.pod, b.pod);
 
     // 1. Unassigned before assigned.
@@ -344,10 +347,10 @@ fn decide(
         return Some((ready_a.cmp(&ready_b), DeletionReason::NotReady));
     }
 
-    if with_cost_and_rank {
+    if rules.ranks {
         // 4. Lower deletion cost first.
         let (cost_a, cost_b) = (pod_deletion_cost(pa), pod_deletion_cost(pb));
-        if cost_a != cost_b {
+        if rules.deletion_cost && cost_a != cost_b {
             let reason = DeletionReason::LowerDeletionCost {
                 first: cost_a.min(cost_b),
                 second: cost_a.max(cost_b),
@@ -445,13 +448,19 @@ fn by_recency(
 /// compare log2 buckets of age and break bucket ties by UID.
 ///
 /// Not always transitive (bucket ties are decided by UID, exact ties fall through), so sort with
-/// [`sort_for_deletion`] rather than `slice::sort_by`, which may panic on such comparators.
+/// [`sort_for_deletion`] rather than `slice::sort_by`, which may panic on such comparators. Without
+/// `deletion_cost` (the `PodDeletionCost` gate off) rule 4 is skipped.
 pub(crate) fn cmp_for_deletion(
     a: RankedPod<'_>,
     b: RankedPod<'_>,
     now: Option<Timestamp>,
+    deletion_cost: bool,
 ) -> Ordering {
-    decide(a, b, now, true).map_or(Ordering::Equal, |(ordering, _)| ordering)
+    let rules = Rules {
+        ranks: true,
+        deletion_cost,
+    };
+    decide(a, b, now, rules).map_or(Ordering::Equal, |(ordering, _)| ordering)
 }
 
 /// Why `first` is deleted before `second` under [`cmp_for_deletion`]; `None` if it is not (equal or after).
@@ -459,16 +468,21 @@ pub fn deletion_reason(
     first: RankedPod<'_>,
     second: RankedPod<'_>,
     now: Option<Timestamp>,
+    deletion_cost: bool,
 ) -> Option<DeletionReason> {
-    match decide(first, second, now, true) {
+    let rules = Rules {
+        ranks: true,
+        deletion_cost,
+    };
+    match decide(first, second, now, rules) {
         Some((Ordering::Less, reason)) => Some(reason),
         _ => None,
     }
 }
 
 /// Sorts so the pods to delete first come first (upstream `sort.Sort(ActivePodsWithRanks{…, Now: now})`).
-pub fn sort_for_deletion(pods: &mut [RankedPod<'_>], now: Option<Timestamp>) {
-    sort_tolerating_cycles(pods, |a, b| cmp_for_deletion(*a, *b, now));
+pub fn sort_for_deletion(pods: &mut [RankedPod<'_>], now: Option<Timestamp>, deletion_cost: bool) {
+    sort_tolerating_cycles(pods, |a, b| cmp_for_deletion(*a, *b, now, deletion_cost));
 }
 
 #[cfg(test)]
@@ -476,7 +490,11 @@ pub fn sort_for_deletion(pods: &mut [RankedPod<'_>], now: Option<Timestamp>) {
 /// newer — no deletion cost, no rank, no log buckets. `Less` means `a` goes first.
 pub(crate) fn cmp_active_pods(a: &CachedPod, b: &CachedPod) -> Ordering {
     let ranked = |pod| RankedPod { pod, rank: 0 };
-    decide(ranked(a), ranked(b), None, false).map_or(Ordering::Equal, |(ordering, _)| ordering)
+    let rules = Rules {
+        ranks: false,
+        deletion_cost: false,
+    };
+    decide(ranked(a), ranked(b), None, rules).map_or(Ordering::Equal, |(ordering, _)| ordering)
 }
 
 #[cfg(test)]
@@ -896,7 +914,7 @@ mod tests {
         }
     }
 
-    // Mirrors TestSortingActivePodsWithRanks (all cases but the one that disables the PodDeletionCost gate).
+    // Mirrors TestSortingActivePodsWithRanks, the case with the PodDeletionCost gate off included.
     #[test]
     fn sorting_active_pods_with_ranks() {
         let (n, then1m) = (Some(now()), Some(ago(MONTH)));
@@ -1074,14 +1092,14 @@ mod tests {
         ];
         for (a, b) in equal {
             assert_eq!(
-                cmp_for_deletion(r(a, 1), r(b, 1), n),
+                cmp_for_deletion(r(a, 1), r(b, 1), n, true),
                 Ordering::Equal,
                 "{} vs {}",
                 name(a),
                 name(b)
             );
             assert_eq!(
-                cmp_for_deletion(r(b, 1), r(a, 1), n),
+                cmp_for_deletion(r(b, 1), r(a, 1), n, true),
                 Ordering::Equal,
                 "{} vs {}",
                 name(b),
@@ -1180,18 +1198,37 @@ mod tests {
                 greater.rank
             );
             assert_eq!(
-                cmp_for_deletion(lesser, greater, n),
+                cmp_for_deletion(lesser, greater, n, true),
                 Ordering::Less,
                 "{what}"
             );
             assert_eq!(
-                cmp_for_deletion(greater, lesser, n),
+                cmp_for_deletion(greater, lesser, n, true),
                 Ordering::Greater,
                 "{what}"
             );
-            assert_eq!(deletion_reason(lesser, greater, n), Some(reason), "{what}");
-            assert_eq!(deletion_reason(greater, lesser, n), None, "{what}");
+            assert_eq!(
+                deletion_reason(lesser, greater, n, true),
+                Some(reason),
+                "{what}"
+            );
+            assert_eq!(deletion_reason(greater, lesser, n, true), None, "{what}");
         }
+
+        // The case with the PodDeletionCost gate off: the cost no longer counts, the rank decides.
+        let (lesser, greater) = (r(&high_cost, 2), r(&low_cost, 1));
+        assert_eq!(cmp_for_deletion(lesser, greater, n, false), Ordering::Less);
+        assert_eq!(
+            deletion_reason(lesser, greater, n, false),
+            Some(MorePodsOnNode {
+                first: 2,
+                second: 1
+            })
+        );
+        assert_eq!(
+            cmp_for_deletion(lesser, greater, n, true),
+            Ordering::Greater
+        );
     }
 
     #[test]
@@ -1233,16 +1270,16 @@ mod tests {
         );
         let r = |pod| RankedPod { pod, rank: 0 };
         assert_eq!(
-            cmp_for_deletion(r(&ready_8h), r(&ready_5h), n),
+            cmp_for_deletion(r(&ready_8h), r(&ready_5h), n, true),
             Ordering::Less
         );
         assert_eq!(
-            deletion_reason(r(&ready_8h), r(&ready_5h), n),
+            deletion_reason(r(&ready_8h), r(&ready_5h), n, true),
             Some(DeletionReason::ReadyAgeTieBrokenByUid)
         );
         // Without `now` there are no buckets: more recent first.
         assert_eq!(
-            deletion_reason(r(&ready_5h), r(&ready_8h), None),
+            deletion_reason(r(&ready_5h), r(&ready_8h), None, true),
             Some(DeletionReason::ReadyMoreRecently)
         );
 
@@ -1256,7 +1293,7 @@ mod tests {
             "a",
         );
         assert_eq!(
-            deletion_reason(r(&same_a), r(&same_b), n),
+            deletion_reason(r(&same_a), r(&same_b), n, true),
             Some(DeletionReason::MoreRestarts {
                 first: 1,
                 second: 0
@@ -1277,11 +1314,11 @@ mod tests {
             "z",
         );
         assert_eq!(
-            deletion_reason(r(&created_8h), r(&created_5h), n),
+            deletion_reason(r(&created_8h), r(&created_5h), n, true),
             Some(DeletionReason::AgeTieBrokenByUid)
         );
         assert_eq!(
-            deletion_reason(r(&created_2h), r(&created_8h), n),
+            deletion_reason(r(&created_2h), r(&created_8h), n, true),
             Some(DeletionReason::Newer)
         );
         // Creation time in the future (clock skew) lands in bucket -1, the newest.
@@ -1300,7 +1337,7 @@ mod tests {
             "zz",
         );
         assert_eq!(
-            deletion_reason(r(&future), r(&created_2h), n),
+            deletion_reason(r(&future), r(&created_2h), n, true),
             Some(DeletionReason::Newer)
         );
         // A missing creation time is the newest of all, with or without buckets.
@@ -1309,7 +1346,7 @@ mod tests {
             "zzz",
         );
         assert_eq!(
-            deletion_reason(r(&uncreated), r(&future), n),
+            deletion_reason(r(&uncreated), r(&future), n, true),
             Some(DeletionReason::Newer)
         );
 
@@ -1356,7 +1393,7 @@ mod tests {
             },
         ];
         for mut shuffled in shuffles(&pods, 20) {
-            sort_for_deletion(&mut shuffled, n);
+            sort_for_deletion(&mut shuffled, n, true);
             let names: Vec<&str> = shuffled.iter().map(|p| name(p.pod)).collect();
             assert_eq!(
                 names,
@@ -1364,14 +1401,16 @@ mod tests {
             );
         }
         assert_eq!(
-            deletion_reason(pods[2], pods[3], n),
+            deletion_reason(pods[2], pods[3], n, true),
             Some(DeletionReason::LowerDeletionCost {
                 first: -5,
                 second: 0
             })
         );
         assert_eq!(
-            deletion_reason(pods[2], pods[3], n).unwrap().to_string(),
+            deletion_reason(pods[2], pods[3], n, true)
+                .unwrap()
+                .to_string(),
             "lower deletion cost -5 < 0"
         );
 
@@ -1390,12 +1429,12 @@ mod tests {
             "2",
         );
         let r = |pod| RankedPod { pod, rank: 0 };
-        assert_eq!(cmp_for_deletion(r(&a), r(&b), n), Ordering::Less);
-        assert_eq!(cmp_for_deletion(r(&b), r(&c), n), Ordering::Less);
-        assert_eq!(cmp_for_deletion(r(&c), r(&a), n), Ordering::Less);
+        assert_eq!(cmp_for_deletion(r(&a), r(&b), n, true), Ordering::Less);
+        assert_eq!(cmp_for_deletion(r(&b), r(&c), n, true), Ordering::Less);
+        assert_eq!(cmp_for_deletion(r(&c), r(&a), n, true), Ordering::Less);
         let many: Vec<RankedPod> = (0..50).flat_map(|_| [r(&a), r(&b), r(&c)]).collect();
         for mut shuffled in shuffles(&many, 5) {
-            sort_for_deletion(&mut shuffled, n);
+            sort_for_deletion(&mut shuffled, n, true);
             assert_eq!(shuffled.len(), 150);
         }
     }
