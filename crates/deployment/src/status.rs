@@ -2,13 +2,14 @@
 //! [`rollout_status`]) and only written when the result differs ([`deployment_status_equal`]). When it
 //! does not differ and a rollout is still under way, [`requeue_after_for_progress`] says when to look
 //! again so the deadline is noticed on time rather than at the next resync. A copy's status also carries
-//! `status.selector` for its scale subresource ([`with_status_selector`]); a missing or stale one alone
+//! `status.selector` for its scale subresource ([`status_as_written`]); a missing or stale one alone
 //! makes the status differ ([`status_needs_write`]).
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::features::{Feature, FeatureGates};
 use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
 
 use crate::accessors::{deployment_replicas, deployment_status, generation, name};
@@ -272,12 +273,18 @@ pub(crate) fn deployment_status_equal(a: &DeploymentStatus, b: &DeploymentStatus
 }
 
 /// `status` as the Deployment `d` of `family` stores it: with `status.selector` for a copy (what its scale
-/// subresource reports to HorizontalPodAutoscalers), without for apps/v1.
-pub(crate) fn with_status_selector(
+/// subresource reports to HorizontalPodAutoscalers), without for apps/v1; and without
+/// `terminatingReplicas` while the `DeploymentReplicaSetTerminatingReplicas` gate is off (upstream then
+/// leaves it unset).
+pub(crate) fn status_as_written(
     d: &DeploymentObject,
     family: ApiFamily,
-    status: DeploymentStatus,
+    features: &FeatureGates,
+    mut status: DeploymentStatus,
 ) -> StatusWithSelector<DeploymentStatus> {
+    if !features.enabled(Feature::DeploymentReplicaSetTerminatingReplicas) {
+        status.terminating_replicas = None;
+    }
     StatusWithSelector::new(status, family.status_selector(&d.spec.selector))
 }
 
@@ -347,6 +354,22 @@ mod tests {
     use super::*;
     use crate::conditions::tests::cond;
     use crate::testutil::{deployment, recreate, rs, ts, with_status};
+
+    #[test]
+    fn terminating_replicas_are_written_only_with_their_gate_on() {
+        let d = deployment("foo", 5, 1, 1);
+        let status = DeploymentStatus {
+            terminating_replicas: Some(2),
+            ..Default::default()
+        };
+        let on = FeatureGates::default();
+        let written = status_as_written(&d, ApiFamily::Apps, &on, status.clone());
+        assert_eq!(written.terminating_replicas, Some(2));
+        let off = on.with(Feature::DeploymentReplicaSetTerminatingReplicas, false);
+        let written = status_as_written(&d, ApiFamily::Copies, &off, status);
+        assert_eq!(written.terminating_replicas, None);
+        assert!(written.selector.is_some(), "a copy still gets its selector");
+    }
 
     #[test]
     fn calculate_status_sums_and_keeps_foreign_conditions() {
@@ -840,10 +863,15 @@ mod tests {
     fn a_copy_stores_its_selector_and_apps_v1_does_not() {
         let d = deployment("foo", 1, 0, 1);
         let status = DeploymentStatus::default();
-        let copy = with_status_selector(&d, ApiFamily::Copies, status.clone());
+        let copy = status_as_written(
+            &d,
+            ApiFamily::Copies,
+            &FeatureGates::default(),
+            status.clone(),
+        );
         assert_eq!(copy.selector.as_deref(), Some("foo=bar"));
         assert_eq!(copy.status, status);
-        let apps = with_status_selector(&d, ApiFamily::Apps, status);
+        let apps = status_as_written(&d, ApiFamily::Apps, &FeatureGates::default(), status);
         assert_eq!(apps.selector, None);
     }
 
@@ -859,7 +887,12 @@ mod tests {
             available_replicas: Some(3),
             ..Default::default()
         };
-        let new = with_status_selector(&d, ApiFamily::Copies, counts.clone());
+        let new = status_as_written(
+            &d,
+            ApiFamily::Copies,
+            &FeatureGates::default(),
+            counts.clone(),
+        );
         assert!(!status_needs_write(Some(&new), &new));
         for stored in [None, Some("foo=baz".to_string()), Some(String::new())] {
             let stored = StatusWithSelector::new(counts.clone(), stored);
@@ -871,11 +904,21 @@ mod tests {
         }
         assert!(status_needs_write(None, &new), "never written");
 
-        let apps = with_status_selector(&d, ApiFamily::Apps, counts.clone());
+        let apps = status_as_written(
+            &d,
+            ApiFamily::Apps,
+            &FeatureGates::default(),
+            counts.clone(),
+        );
         assert!(!status_needs_write(Some(&counts.clone().into()), &apps));
         assert!(!status_needs_write(
             None,
-            &with_status_selector(&d, ApiFamily::Apps, Default::default())
+            &status_as_written(
+                &d,
+                ApiFamily::Apps,
+                &FeatureGates::default(),
+                Default::default()
+            )
         ));
         // A count change alone still needs a write.
         let more = DeploymentStatus {
@@ -884,7 +927,7 @@ mod tests {
         };
         assert!(status_needs_write(
             Some(&new),
-            &with_status_selector(&d, ApiFamily::Copies, more)
+            &status_as_written(&d, ApiFamily::Copies, &FeatureGates::default(), more)
         ));
     }
 }

@@ -139,7 +139,7 @@ fn daemon_set_settings(options: &ManagerOptions, controller: &mut ControllerOpti
 /// sync, then (with leader election) the wait for the lease, the workers, and the orderly stop.
 pub async fn run(
     config: kube::Config,
-    options: ManagerOptions,
+    mut options: ManagerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ManagerError> {
     let registry = prometheus::Registry::new();
@@ -147,6 +147,7 @@ pub async fn run(
     log_feature_gates(&options.feature_gates);
     let clients = Clients::new(config, &options, &registry)?;
     let informer_client = clients.unfenced("shared-informers")?;
+    adapt_gates_to_server(&informer_client, &mut options.feature_gates).await;
     if options.kinds.families().contains(&ApiFamily::Copies) {
         check_crds(&informer_client, &options).await?;
     }
@@ -256,6 +257,36 @@ pub async fn run(
     // Only now give the lease up: the in-flight syncs above still needed the open fence.
     drop(stop_election);
     finish_election(&mut election).await
+}
+
+/// Turns off the gates whose fields the API server would drop (an older minor than 1.36 whose own gate
+/// for the field is off). Without the server's version the gates stay as given.
+async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) {
+    let info = match client.apiserver_version().await {
+        Ok(info) => info,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the API server's version; feature gates as given");
+            return;
+        }
+    };
+    // `minor` may carry a suffix (`34+` on some distributions).
+    let digits: String = info
+        .minor
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let Ok(minor) = digits.parse::<u32>() else {
+        tracing::warn!(version = %info.git_version, "unrecognised API server version; feature gates as given");
+        return;
+    };
+    let turned_off = gates.for_server_minor(minor);
+    if !turned_off.is_empty() {
+        tracing::info!(
+            server = %info.git_version,
+            gates = turned_off.join(","),
+            "the API server drops the fields of these gates: off by default against it"
+        );
+    }
 }
 
 /// Says which gates differ from their defaults, and which given gates no controller here consults.

@@ -69,6 +69,10 @@ pub struct GateSpec {
     pub locked: bool,
     /// Gates that must be on while this one is.
     pub needs: &'static [Feature],
+    /// For a gate that makes the controllers write an API field: the first Kubernetes minor whose API
+    /// server keeps that field by default. Against an older server the gate defaults to off (see
+    /// [`FeatureGates::for_server_minor`]).
+    pub server_keeps_field_since: Option<u32>,
 }
 
 const fn gate(feature: Feature, name: &'static str, stage: Stage, default: bool) -> GateSpec {
@@ -79,6 +83,7 @@ const fn gate(feature: Feature, name: &'static str, stage: Stage, default: bool)
         default,
         locked: false,
         needs: &[],
+        server_keeps_field_since: None,
     }
 }
 
@@ -92,12 +97,16 @@ pub const GATES: [GateSpec; 10] = [
         Stage::Beta,
         true,
     ),
-    gate(
-        Feature::DeploymentReplicaSetTerminatingReplicas,
-        "DeploymentReplicaSetTerminatingReplicas",
-        Stage::Beta,
-        true,
-    ),
+    GateSpec {
+        // Alpha (off) on 1.33-1.34 API servers, which drop the field from status writes.
+        server_keeps_field_since: Some(35),
+        ..gate(
+            Feature::DeploymentReplicaSetTerminatingReplicas,
+            "DeploymentReplicaSetTerminatingReplicas",
+            Stage::Beta,
+            true,
+        )
+    },
     GateSpec {
         locked: true,
         ..gate(
@@ -257,6 +266,24 @@ impl FeatureGates {
             .unwrap_or_else(|| feature.spec().default)
     }
 
+    /// These gates against an API server of Kubernetes minor `minor`: a gate that writes a field such a
+    /// server drops (its own gate for the field is off there) defaults to off, unless it was set
+    /// explicitly. Otherwise the controller would write the field, read it back absent, see a change
+    /// and write again, forever. Returns the gates so turned off, for the log.
+    pub fn for_server_minor(&mut self, minor: u32) -> Vec<&'static str> {
+        let mut turned_off = Vec::new();
+        for spec in &GATES {
+            if let Some(since) = spec.server_keeps_field_since
+                && minor < since
+                && !self.set.contains_key(&spec.feature)
+            {
+                self.set.insert(spec.feature, false);
+                turned_off.push(spec.name);
+            }
+        }
+        turned_off
+    }
+
     /// This set with `feature` turned on or off (tests; the manager parses the flag).
     #[must_use]
     pub fn with(mut self, feature: Feature, on: bool) -> Self {
@@ -400,6 +427,24 @@ mod tests {
             FeatureGates::parse("JobPodReplacementPolicy=true,PodDeletionCost=false").unwrap();
         assert_eq!(gates.ignored(), ["JobPodReplacementPolicy=true"]);
         assert!(!gates.enabled(Feature::PodDeletionCost));
+    }
+
+    #[test]
+    fn gates_writing_fields_an_older_server_drops_default_to_off_there() {
+        let mut gates = FeatureGates::default();
+        assert!(gates.for_server_minor(36).is_empty());
+        assert!(gates.for_server_minor(35).is_empty());
+        assert!(gates.enabled(Feature::DeploymentReplicaSetTerminatingReplicas));
+        assert_eq!(
+            gates.for_server_minor(34),
+            ["DeploymentReplicaSetTerminatingReplicas"]
+        );
+        assert!(!gates.enabled(Feature::DeploymentReplicaSetTerminatingReplicas));
+        // An explicit setting is the user's choice (e.g. a 1.34 server with its gate turned on).
+        let mut explicit =
+            FeatureGates::parse("DeploymentReplicaSetTerminatingReplicas=true").unwrap();
+        assert!(explicit.for_server_minor(34).is_empty());
+        assert!(explicit.enabled(Feature::DeploymentReplicaSetTerminatingReplicas));
     }
 
     #[test]

@@ -317,6 +317,58 @@ async fn placements_are_reparsed_when_the_generation_changes() {
     assert!(!c.placements.get(&ds).evaluate(&node).should_run);
 }
 
+/// The feature gates reach the controller: `TaintTolerationComparisonOperators` decides whether a `Gt`
+/// toleration tolerates a numeric taint, `StaleControllerConsistencyDaemonSet` whether a sync waits for
+/// the caches to show the controller's own writes.
+#[tokio::test]
+async fn feature_gates_reach_placement_and_read_your_own_writes() {
+    use k8s_openapi::api::core::v1::{Taint, Toleration};
+    use mini_kcm_runtime::controller::ControllerOptions;
+    use mini_kcm_runtime::controller::offline::offline_controller_with;
+    use mini_kcm_runtime::features::{Feature, FeatureGates};
+    use mini_kcm_runtime::kinds::ApiFamily;
+
+    let mut ds = daemon_set("foo", status(0, 0, 0, 0));
+    ds.spec.template.spec.as_mut().unwrap().tolerations = Some(vec![Toleration {
+        key: Some("gpu-mem".into()),
+        operator: Some("Gt".into()),
+        value: Some("8".into()),
+        ..Default::default()
+    }]);
+    let mut node = new_node("n", None);
+    node.spec.get_or_insert_with(Default::default).taints = Some(vec![Taint {
+        key: "gpu-mem".into(),
+        value: Some("16".into()),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    let with = |gates: FeatureGates| -> Arc<DaemonSetController> {
+        let mut options = ControllerOptions::new(ApiFamily::Apps, 1);
+        options.features = gates;
+        offline_controller_with(options)
+    };
+    let default = controller();
+    assert!(!default.placements.get(&ds).evaluate(&node).should_run);
+    let on = with(FeatureGates::default().with(Feature::TaintTolerationComparisonOperators, true));
+    assert!(on.placements.get(&ds).evaluate(&node).should_run);
+
+    let written = {
+        let mut ds = ds.clone();
+        ds.metadata.resource_version = Some("99".into());
+        ds
+    };
+    let owner = ObjectKey::of(&ds.metadata);
+    default.core.consistency.record_write(&owner, &written);
+    assert!(
+        !default.core.consistency.is_ready(&owner),
+        "the gate is on by default"
+    );
+    let off =
+        with(FeatureGates::default().with(Feature::StaleControllerConsistencyDaemonSet, false));
+    off.core.consistency.record_write(&owner, &written);
+    assert!(off.core.consistency.is_ready(&owner));
+}
+
 /// A surged pod beside an old one: the rolling update waits for the new pod's availability to delete the
 /// old pod, so the sync must schedule its own recheck for that moment. The status (which counts only the
 /// old, oldest pod) shows nothing to wait for, and the pod handler's recheck may have been merged into

@@ -13,7 +13,6 @@ use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::{EventType, object_reference};
-use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -44,8 +43,8 @@ use crate::scale::{
     SCALING_REPLICA_SET_REASON, ScaleStep, scale_replica_set, scaling_event_message,
 };
 use crate::status::{
-    calculate_status, requeue_after_for_progress, rollout_status, status_needs_write,
-    with_status_selector,
+    calculate_status, requeue_after_for_progress, rollout_status, status_as_written,
+    status_needs_write,
 };
 use crate::strategy::{max_surge, max_unavailable};
 
@@ -386,18 +385,10 @@ impl<'a> Rollout<'a> {
         self.write_deployment(d).await
     }
 
-    /// `status` as this family stores it (see [`with_status_selector`]).
-    /// The status as it is written: with the copies' selector, and without `terminatingReplicas`
-    /// while the `DeploymentReplicaSetTerminatingReplicas` gate is off (as upstream leaves it unset).
-    fn as_written(&self, mut status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
+    /// `status` as this family stores it (see [`status_as_written`]).
+    fn as_written(&self, status: DeploymentStatus) -> StatusWithSelector<DeploymentStatus> {
         let options = &self.c.core.options;
-        if !options
-            .features
-            .enabled(Feature::DeploymentReplicaSetTerminatingReplicas)
-        {
-            status.terminating_replicas = None;
-        }
-        with_status_selector(&self.d, options.family, status)
+        status_as_written(&self.d, options.family, &options.features, status)
     }
 
     // ---- status ----

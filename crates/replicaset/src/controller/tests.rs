@@ -322,3 +322,35 @@ async fn keys_from_the_initial_list_are_low_priority_and_say_so() {
     assert_eq!(woken.priority, Priority::Fresh);
     assert_eq!(woken.reasons, ["initial list", "pod web-1 deleted"]);
 }
+
+/// `StaleControllerConsistencyReplicaSet` decides whether a sync waits for the caches to show the
+/// controller's own writes (on by default, as upstream's beta gate).
+#[tokio::test]
+async fn the_consistency_gate_switches_read_your_own_writes() {
+    use mini_kcm_runtime::controller::ControllerOptions;
+    use mini_kcm_runtime::controller::offline::offline_controller_with;
+    use mini_kcm_runtime::features::{Feature, FeatureGates};
+
+    let owner = key("default/rs");
+    let written = ReplicaSetObject {
+        metadata: ObjectMeta {
+            resource_version: Some("99".into()),
+            ..Default::default()
+        },
+        ..ReplicaSetObject::new(
+            "rs",
+            &WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps),
+            ReplicaSetSpec::default(),
+        )
+    };
+    let on: Arc<ReplicaSetController> = offline_controller();
+    on.core.consistency.record_write(&owner, &written);
+    assert!(!on.core.consistency.is_ready(&owner));
+
+    let mut options = ControllerOptions::new(ApiFamily::Apps, 1);
+    options.features =
+        FeatureGates::default().with(Feature::StaleControllerConsistencyReplicaSet, false);
+    let off: Arc<ReplicaSetController> = offline_controller_with(options);
+    off.core.consistency.record_write(&owner, &written);
+    assert!(off.core.consistency.is_ready(&owner));
+}

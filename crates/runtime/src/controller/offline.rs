@@ -17,12 +17,20 @@ use crate::metrics::ControllerMetrics;
 /// # Panics
 /// If the unreachable client cannot be built (a broken TLS set-up): tests only.
 pub fn offline_controller<R: Reconcile>() -> Arc<R> {
+    offline_controller_with(ControllerOptions::new(ApiFamily::Apps, 1))
+}
+
+/// [`offline_controller`] with other options (e.g. a feature gate turned over).
+///
+/// # Panics
+/// If the unreachable client cannot be built (a broken TLS set-up): tests only.
+pub fn offline_controller_with<R: Reconcile>(options: ControllerOptions) -> Arc<R> {
     let client = unreachable_client().expect("a client for loopback's discard port");
     let informers = SharedInformers::new(client.clone(), None);
     built(
         &informers,
         client,
-        ControllerOptions::new(ApiFamily::Apps, 1),
+        options,
         ControllerMetrics::unregistered(),
     )
 }
