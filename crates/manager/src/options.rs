@@ -1,5 +1,6 @@
 //! The manager's options (the flags of `mini-kcm run`), with kube-controller-manager's defaults.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -91,6 +92,9 @@ pub struct ManagerOptions {
     pub work_queue_priorities: bool,
     /// `--max-low-priority-wait`: how long a low-priority key may be passed over entirely.
     pub max_low_priority_wait: Duration,
+    /// The command line's effective flags (name without dashes → value, defaults included), for
+    /// `/flagz`; empty when the manager is not run from `mini-kcm run`.
+    pub flags: BTreeMap<String, String>,
 }
 
 /// The secure port's settings (kube-controller-manager's `--bind-address`/`--secure-port`, `--tls-*` and
@@ -125,6 +129,7 @@ impl Default for ManagerOptions {
             decision_log: true,
             work_queue_priorities: true,
             max_low_priority_wait: Priorities::DEFAULT_MAX_LOW_WAIT,
+            flags: BTreeMap::new(),
         }
     }
 }
