@@ -80,8 +80,8 @@ impl Zpages {
 
     pub(crate) fn flagz(&self, headers: &HeaderMap, query: Option<&str>) -> Response {
         match negotiate(headers, query, "Flagz") {
-            Ok(Answer::Text) => text(self.flagz_text.clone()),
-            Ok(Answer::Structured(form)) => form.write(
+            Some(Answer::Text) => text(self.flagz_text.clone()),
+            Some(Answer::Structured(form)) => form.write(
                 "flagz",
                 &Flagz {
                     kind: "Flagz",
@@ -90,7 +90,7 @@ impl Zpages {
                     flags: &self.flags,
                 },
             ),
-            Err(refusal) => refusal,
+            None => not_acceptable(),
         }
     }
 
@@ -106,7 +106,7 @@ impl Zpages {
         let binary_version = VERSION.version;
         let emulation_version = emulation_version(VERSION.kubernetes_version);
         match negotiate(headers, query, "Statusz") {
-            Ok(Answer::Text) => {
+            Some(Answer::Text) => {
                 let d = delimiter();
                 let mut body = header("statusz");
                 let up = format!(
@@ -132,7 +132,7 @@ impl Zpages {
                 );
                 text(body)
             }
-            Ok(Answer::Structured(form)) => form.write(
+            Some(Answer::Structured(form)) => form.write(
                 "statusz",
                 &Statusz {
                     kind: "Statusz",
@@ -146,7 +146,7 @@ impl Zpages {
                     paths: &self.paths,
                 },
             ),
-            Err(refusal) => refusal,
+            None => not_acceptable(),
         }
     }
 
@@ -329,27 +329,27 @@ fn clauses(accept: &str) -> Vec<Clause<'_>> {
 
 /// Upstream's choice for `/flagz` and `/statusz`: no Accept header is text; otherwise the first clause
 /// (by quality) that a served type matches and whose parameters that type allows: text only without a
-/// conversion, JSON and YAML only as this page's `config.k8s.io` object. Nothing matching is 406.
-fn negotiate(headers: &HeaderMap, query: Option<&str>, kind: &str) -> Result<Answer, Response> {
+/// conversion, JSON and YAML only as this page's `config.k8s.io` object. None: nothing fits (406).
+fn negotiate(headers: &HeaderMap, query: Option<&str>, kind: &str) -> Option<Answer> {
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if accept.trim().is_empty() {
-        return Ok(Answer::Text);
+        return Some(Answer::Text);
     }
     for clause in clauses(accept) {
         for served in SERVED {
             let (served_kind, served_sub) = served.split_once('/').unwrap_or((served, ""));
-            let matches = (clause.kind == served_kind && clause.sub == served_sub)
-                || (clause.kind == served_kind && clause.sub == "*")
+            let matches = (clause.kind == served_kind
+                && (clause.sub == served_sub || clause.sub == "*"))
                 || (clause.kind == "*" && clause.sub == "*");
             if matches && let Some(answer) = accepts(&clause, served, kind, headers, query) {
-                return Ok(answer);
+                return Some(answer);
             }
         }
     }
-    Err(not_acceptable())
+    None
 }
 
 /// Whether the clause's parameters fit `served` for this page's `kind`.
@@ -530,8 +530,8 @@ mod tests {
         headers
     }
 
-    fn form(yaml: bool, alpha: bool) -> Result<Answer, ()> {
-        Ok(Answer::Structured(Form {
+    fn form(yaml: bool, alpha: bool) -> Option<Answer> {
+        Some(Answer::Structured(Form {
             yaml,
             alpha,
             pretty: false,
@@ -540,15 +540,15 @@ mod tests {
 
     #[test]
     fn negotiation_follows_upstreams_restrictions() {
-        let answer = |value: &str| negotiate(&accept(value), None, "Flagz").map_err(|_| ());
+        let answer = |value: &str| negotiate(&accept(value), None, "Flagz");
         assert_eq!(
-            negotiate(&HeaderMap::new(), None, "Flagz").map_err(|_| ()),
-            Ok(Answer::Text)
+            negotiate(&HeaderMap::new(), None, "Flagz"),
+            Some(Answer::Text)
         );
-        assert_eq!(answer("  "), Ok(Answer::Text));
-        assert_eq!(answer("text/plain"), Ok(Answer::Text));
-        assert_eq!(answer("*/*"), Ok(Answer::Text));
-        assert_eq!(answer("application/json, */*"), Ok(Answer::Text));
+        assert_eq!(answer("  "), Some(Answer::Text));
+        assert_eq!(answer("text/plain"), Some(Answer::Text));
+        assert_eq!(answer("*/*"), Some(Answer::Text));
+        assert_eq!(answer("application/json, */*"), Some(Answer::Text));
         assert_eq!(
             answer("application/json;as=Flagz;g=config.k8s.io;v=v1beta1"),
             form(false, false)
@@ -576,7 +576,7 @@ mod tests {
             "text/html",
             "application/vnd.kubernetes.protobuf",
         ] {
-            assert_eq!(answer(refused), Err(()), "{refused}");
+            assert_eq!(answer(refused), None, "{refused}");
         }
     }
 

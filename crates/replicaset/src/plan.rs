@@ -343,7 +343,9 @@ mod tests {
             .collect();
         assert_eq!(deletion_age_ratios(&active, &chosen, now), [6.0, 2.0]);
         // Without a ready pod there is nothing to compare with.
-        assert!(deletion_age_ratios(&[not_ready.clone()], &chosen[..1], now).is_empty());
+        assert!(
+            deletion_age_ratios(std::slice::from_ref(&not_ready), &chosen[..1], now).is_empty()
+        );
         // A youngest pod created this very millisecond: nothing (no division by zero).
         let newborn = ready("newborn", 10_000);
         assert!(deletion_age_ratios(&[newborn, old.clone()], &chosen[2..], now).is_empty());

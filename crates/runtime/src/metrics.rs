@@ -111,7 +111,7 @@ mod tests {
         let bounds: Vec<f64> = histogram
             .get_bucket()
             .iter()
-            .map(|b| b.get_upper_bound())
+            .map(|b| b.upper_bound())
             .collect();
         assert_eq!(bounds, [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]);
         assert_eq!(histogram.get_sample_count(), 1);
