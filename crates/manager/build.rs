@@ -1,5 +1,6 @@
-//! Build metadata for `mini-kcm version` and the build-info metric: the git revision of the source and
-//! the Kubernetes version mini-kcm mirrors (pinned in deploy/control-plane/versions.env).
+//! Build metadata for `mini-kcm version`, the build-info metric and `/statusz`: the git revision of the
+//! source, the Kubernetes version mini-kcm mirrors (pinned in deploy/control-plane/versions.env) and the
+//! compiler's version.
 
 use std::path::Path;
 use std::process::Command;
@@ -48,4 +49,16 @@ fn main() {
         revision
     };
     println!("cargo:rustc-env=MINI_KCM_GIT_REVISION={revision}");
+
+    // Cargo names the compiler it builds with in RUSTC.
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let rustc_version = Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "rustc (unknown version)".into());
+    println!("cargo:rustc-env=MINI_KCM_RUSTC_VERSION={rustc_version}");
 }

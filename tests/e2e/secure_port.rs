@@ -3,9 +3,9 @@
 //! sufficient), serves HTTPS on a self-signed certificate, and the API server decides who reads what:
 //! - `/healthz`, `/readyz`, `/livez` need no credentials (the always-allowed paths);
 //! - no token: `system:anonymous`, 403; a token the API server rejects: 401;
-//! - a service account without a role: 403; bound to `mini-kcm-metrics-reader`: `/metrics` 200 and
-//!   `/debug/controllers` 403; bound to `mini-kcm-debug-viewer`: the reverse; the plane's admin
-//!   (`system:masters`): everything;
+//! - a service account without a role: 403; bound to `mini-kcm-metrics-reader`: `/metrics`,
+//!   `/metrics/slis`, `/flagz` and `/statusz` 200, `/debug/controllers` and `/configz` 403; bound to
+//!   `mini-kcm-debug-viewer`: the reverse; the plane's admin (`system:masters`): everything;
 //! - a removed binding stops working within the 10 s the answers are cached;
 //! - plain HTTP on the secure port gets no HTTP answer.
 
@@ -68,7 +68,7 @@ async fn the_api_server_decides_who_reads_the_secure_port() {
 
     // Open paths first: /readyz turns 200 once the caches synced.
     wait_status(addr, "/readyz", None, 200).await;
-    let cases: [(&str, Option<&str>, u16, &str); 12] = [
+    let cases: [(&str, Option<&str>, u16, &str); 26] = [
         ("/healthz", None, 200, "ok"),
         ("/livez", None, 200, "ok"),
         (
@@ -115,6 +115,68 @@ async fn the_api_server_decides_who_reads_the_secure_port() {
             Some(&admin_token),
             200,
             "\"controllers\"",
+        ),
+        // kube-controller-manager's other endpoints: none of them open.
+        (
+            "/metrics/slis",
+            None,
+            403,
+            "User \"system:anonymous\" cannot get path \"/metrics/slis\"",
+        ),
+        (
+            "/flagz",
+            None,
+            403,
+            "User \"system:anonymous\" cannot get path \"/flagz\"",
+        ),
+        (
+            "/statusz",
+            None,
+            403,
+            "User \"system:anonymous\" cannot get path \"/statusz\"",
+        ),
+        (
+            "/configz",
+            None,
+            403,
+            "User \"system:anonymous\" cannot get path \"/configz\"",
+        ),
+        ("/flagz", Some(&nobody), 403, "cannot get path \"/flagz\""),
+        // The reader: what system:monitoring grants (the SLIs were recorded by the /readyz polls).
+        (
+            "/metrics/slis",
+            Some(&reader),
+            200,
+            "kubernetes_healthcheck{name=\"informer-sync\",type=\"readyz\"} 1",
+        ),
+        ("/flagz", Some(&reader), 200, "mini-kcm flagz"),
+        ("/statusz", Some(&reader), 200, "mini-kcm statusz"),
+        (
+            "/configz",
+            Some(&reader),
+            403,
+            "cannot get path \"/configz\"",
+        ),
+        // The debug viewer: the configuration, not the metrics.
+        ("/configz", Some(&viewer), 200, "\"ConcurrentRSSyncs\":5"),
+        (
+            "/statusz",
+            Some(&viewer),
+            403,
+            "cannot get path \"/statusz\"",
+        ),
+        (
+            "/metrics/slis",
+            Some(&viewer),
+            403,
+            "cannot get path \"/metrics/slis\"",
+        ),
+        ("/flagz", Some(&admin_token), 200, "mini-kcm flagz"),
+        (
+            "/configz",
+            Some(&admin_token),
+            200,
+            "kubecontrollermanager.config.k8s.io",
         ),
     ];
     for (path, token, expected, says) in cases {

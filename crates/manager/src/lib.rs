@@ -2,7 +2,8 @@
 //!
 //! It plays kube-controller-manager's role for our three controllers: one set of shared informers for
 //! all controllers, one API client per controller (rate limit, User-Agent, request metrics, write
-//! fence), leader election, `/metrics`, `/healthz` and `/readyz`, and an orderly shutdown (stop handing
+//! fence), leader election, `/metrics`, `/healthz`, `/readyz` and kube-controller-manager's other
+//! endpoints (`/metrics/slis`, `/flagz`, `/statusz`, `/configz`), and an orderly shutdown (stop handing
 //! out work, let in-flight syncs finish, release the lease).
 //!
 //! Where to start reading: [`run`] (this file) builds the informers, clients and controllers from the
@@ -21,7 +22,9 @@ mod live_view;
 mod object_view;
 mod options;
 mod serving_cert;
+mod slis;
 mod version;
+mod zpages;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -90,6 +93,8 @@ struct ControllerDescriptor {
     metrics_subsystem: &'static str,
     /// Its settings from the manager's flags (`--concurrent-<kind>-syncs`, ...).
     settings: fn(&ManagerOptions, &mut ControllerOptions),
+    /// It ranks pods to delete, and exports upstream's `<subsystem>_sorting_deletion_age_ratio`.
+    ranks_deletions: bool,
     /// Builds one instance for one API family on the shared informers, with its own client.
     build: NewController,
 }
@@ -101,6 +106,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "replicaset-controller",
         metrics_subsystem: "replicaset_controller",
         settings: replica_set_settings,
+        ranks_deletions: true,
         build: mini_kcm_replicaset::NEW_CONTROLLER,
     },
     ControllerDescriptor {
@@ -109,6 +115,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "deployment-controller",
         metrics_subsystem: "deployment_controller",
         settings: deployment_settings,
+        ranks_deletions: false,
         build: mini_kcm_deployment::NEW_CONTROLLER,
     },
     ControllerDescriptor {
@@ -117,6 +124,7 @@ const CONTROLLERS: [ControllerDescriptor; 3] = [
         client: "daemon-set-controller",
         metrics_subsystem: "daemonset_controller",
         settings: daemon_set_settings,
+        ranks_deletions: false,
         build: mini_kcm_daemonset::NEW_CONTROLLER,
     },
 ];
@@ -167,6 +175,7 @@ pub async fn run(
     };
     let live_view = LiveView::new(decisions.clone());
     let ready = Arc::new(AtomicBool::new(false));
+    let started = version::process_start_time(&registry);
     let health = http::Health {
         registry: registry.clone(),
         caches_synced: ready.clone(),
@@ -175,6 +184,8 @@ pub async fn run(
             .zip(options.leader_election.as_ref())
             .map(|(e, c)| (e.subscribe(), c.lease_duration)),
         live_view: live_view.clone(),
+        zpages: Arc::new(zpages::Zpages::new(&options, started, &http::PATHS)),
+        slis: slis::HealthSlis::new(started)?,
     };
     serve_endpoints(&options, &clients, health).await?;
 
@@ -371,7 +382,7 @@ async fn serve_endpoints(
 ) -> Result<(), ManagerError> {
     if let Some(addr) = options.metrics_addr {
         let listener = bind(addr).await?;
-        tracing::info!(%addr, "serving /metrics, /healthz, /readyz and /debug/controllers (plain HTTP, open)");
+        tracing::info!(%addr, "serving /metrics, /healthz, /readyz, /flagz, /statusz, /configz and /debug/controllers (plain HTTP, open)");
         tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
     }
     if let Some(secure) = &options.secure_serving {
@@ -401,11 +412,15 @@ fn build_controllers(
     let queue_metrics = WorkQueueMetrics::new(registry)?;
     let mut controllers: Vec<Arc<dyn Controller>> = Vec::new();
     for descriptor in CONTROLLERS.iter().filter(|d| options.enabled(d.name)) {
-        let metrics = ControllerMetrics::new(
+        let mut metrics = ControllerMetrics::new(
             registry,
             descriptor.metrics_subsystem,
             Some(queue_metrics.clone()),
         )?;
+        if descriptor.ranks_deletions {
+            metrics =
+                metrics.with_sorting_deletion_age_ratio(registry, descriptor.metrics_subsystem)?;
+        }
         let (client, budget) = clients.fenced(descriptor.client)?;
         for family in options.kinds.families() {
             let mut settings = ControllerOptions::new(family, 1);

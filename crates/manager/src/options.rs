@@ -1,5 +1,6 @@
 //! The manager's options (the flags of `mini-kcm run`), with kube-controller-manager's defaults.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -94,6 +95,9 @@ pub struct ManagerOptions {
     pub max_low_priority_wait: Duration,
     /// `--feature-gates`: the gates the controllers, informers and endpoints consult.
     pub feature_gates: FeatureGates,
+    /// The command line's effective flags (name without dashes → value, defaults included), for
+    /// `/flagz`; empty when the manager is not run from `mini-kcm run`.
+    pub flags: BTreeMap<String, String>,
 }
 
 /// The secure port's settings (kube-controller-manager's `--bind-address`/`--secure-port`, `--tls-*` and
@@ -129,6 +133,7 @@ impl Default for ManagerOptions {
             work_queue_priorities: true,
             max_low_priority_wait: Priorities::DEFAULT_MAX_LOW_WAIT,
             feature_gates: FeatureGates::default(),
+            flags: BTreeMap::new(),
         }
     }
 }

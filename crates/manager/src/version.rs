@@ -1,5 +1,7 @@
-//! What this build is: `mini-kcm version`, and the metrics every Kubernetes component exports about
-//! itself (build info, process CPU/memory/file descriptors).
+//! What this build is: `mini-kcm version`, the metrics every Kubernetes component exports about
+//! itself (build info, process CPU/memory/file descriptors), and when the process started.
+
+use std::time::{Duration, SystemTime};
 
 use prometheus::Registry;
 
@@ -11,6 +13,13 @@ pub struct Version {
     /// The Kubernetes release whose controllers mini-kcm mirrors (and whose plane the tests run).
     pub kubernetes_version: &'static str,
 }
+
+/// The compiler that built this binary (`rustc --version`, from build.rs), `/statusz`'s toolchain.
+pub(crate) const RUSTC_VERSION: &str = match option_env!("MINI_KCM_RUSTC_VERSION") {
+    Some(version) => version,
+    // Only a stale build script's output lacks it; say so rather than fail the build.
+    None => "rustc (unknown version)",
+};
 
 pub const VERSION: Version = Version {
     version: env!("CARGO_PKG_VERSION"),
@@ -50,4 +59,23 @@ pub(crate) fn register_process_and_build_info(
     .set(1);
     registry.register(Box::new(info))?;
     Ok(())
+}
+
+/// When this process started: the process collector's `process_start_time_seconds` where there is one
+/// (Linux), else now (the manager starts right after the process does).
+pub(crate) fn process_start_time(registry: &Registry) -> SystemTime {
+    registry
+        .gather()
+        .iter()
+        .filter(|family| family.name() == "process_start_time_seconds")
+        .filter_map(|family| {
+            family
+                .get_metric()
+                .first()
+                .map(|m| m.get_gauge().get_value())
+        })
+        .find(|seconds| seconds.is_finite() && *seconds > 0.0)
+        .map_or_else(SystemTime::now, |seconds| {
+            SystemTime::UNIX_EPOCH + Duration::from_secs_f64(seconds)
+        })
 }

@@ -27,7 +27,7 @@ mod up;
 
 use std::io::IsTerminal;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use mini_kcm_local_plane::DEFAULT_LOG_FILTER;
 
 #[derive(Debug, Parser)]
@@ -81,8 +81,25 @@ enum Command {
     Version,
 }
 
+/// `Cli::parse`, keeping what `/flagz` needs: `run`'s effective flags.
+fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
+    let mut command = Cli::command();
+    let matches = command
+        .try_get_matches_from_mut(args)
+        .unwrap_or_else(|e| e.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut command).exit());
+    if let (Command::Run(args), Some(run), Some(run_matches)) = (
+        &mut cli.command,
+        command.find_subcommand("run"),
+        matches.subcommand_matches("run"),
+    ) {
+        args.flags = run::effective_flags(run, run_matches);
+    }
+    cli
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = parse(std::env::args_os());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let logs = tracing_subscriber::fmt()
@@ -171,6 +188,52 @@ mod tests {
         assert_eq!(threads(&["mini-kcm", "run"]), 1);
         assert_eq!(threads(&["mini-kcm", "run", "--threads", "4"]), 4);
         assert_eq!(threads(&["mini-kcm", "version"]), 0);
+    }
+
+    /// `/flagz` gets every flag of `run`: given, defaulted, unset (empty) and global; not `--help`.
+    #[test]
+    fn run_hands_the_manager_its_effective_flags() {
+        let cli = parse(
+            [
+                "mini-kcm",
+                "run",
+                "--kinds=apps",
+                "--controllers",
+                "*,-daemonset",
+                "--leader-elect",
+            ]
+            .map(Into::into),
+        );
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        let flags = run.manager_options().flags;
+        for (name, value) in [
+            ("kinds", "apps"),
+            ("controllers", "*,-daemonset"),
+            ("leader-elect", "true"),
+            ("concurrent-deployment-syncs", "5"),
+            ("min-resync-period", "12h"),
+            ("metrics-addr", "127.0.0.1:10280"),
+            ("kubeconfig", ""),
+            ("log-format", "text"),
+        ] {
+            assert_eq!(
+                flags.get(name).map(String::as_str),
+                Some(value),
+                "{name}: {flags:?}"
+            );
+        }
+        assert!(
+            !flags.contains_key("help") && !flags.contains_key("flags"),
+            "{flags:?}"
+        );
+        // Every flag of `run` is there.
+        let expected = <run::RunArgs as clap::Args>::augment_args(clap::Command::new("run"))
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .count();
+        assert_eq!(flags.len(), expected + 1, "{flags:?}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `mini-kcm run`: the controllers against a cluster, until SIGINT or SIGTERM.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -116,6 +117,9 @@ pub struct RunArgs {
     /// The namespace of the Lease (default: $POD_NAMESPACE, else kube-system).
     #[arg(long)]
     leader_elect_resource_namespace: Option<String>,
+    /// Every flag's effective value, for `/flagz` (filled by `main` from the parsed command line).
+    #[arg(skip)]
+    pub flags: BTreeMap<String, String>,
 }
 
 impl RunArgs {
@@ -141,6 +145,7 @@ impl RunArgs {
             max_low_priority_wait: self.max_low_priority_wait,
             feature_gates: self.feature_gates.clone(),
             leader_election: None,
+            flags: self.flags.clone(),
             ..Default::default()
         };
         if self.leader_elect {
@@ -194,6 +199,42 @@ fn feature_gates_long_help() -> String {
         "{}\n(Gates of kube-controller-manager's other controllers are accepted and ignored.)",
         feature_gates_help()
     )
+}
+
+/// The effective value of every flag of `command` (the `run` subcommand as parsed, global flags
+/// included) by its long name: as given, else its default, else empty (as upstream's `/flagz` lists an
+/// unset flag); several values joined by commas. Clap keeps the text, so values read as typed (`12h`).
+pub fn effective_flags(
+    command: &clap::Command,
+    matches: &clap::ArgMatches,
+) -> BTreeMap<String, String> {
+    command
+        .get_arguments()
+        .filter(|arg| {
+            !matches!(
+                arg.get_action(),
+                clap::ArgAction::Help
+                    | clap::ArgAction::HelpShort
+                    | clap::ArgAction::HelpLong
+                    | clap::ArgAction::Version
+            )
+        })
+        .filter_map(|arg| {
+            let name = arg.get_long()?;
+            let value = matches
+                .try_get_raw(arg.get_id().as_str())
+                .ok()
+                .flatten()
+                .map(|values| {
+                    values
+                        .map(|v| v.to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            Some((name.to_string(), value))
+        })
+        .collect()
 }
 
 /// `--metrics-addr`: an address, or nothing when empty.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::jiff::Timestamp;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{
-    RankedPod, deletion_reason, is_pod_active, sort_for_deletion,
+    RankedPod, deletion_reason, is_pod_active, is_pod_ready, sort_for_deletion,
 };
 
 /// The decision of one sync.
@@ -111,6 +111,40 @@ fn pods_to_delete(
                 .unwrap_or_else(|| Arc::new(chosen.pod.clone()));
             (pod, why)
         })
+        .collect()
+}
+
+/// What upstream's `replicaset_controller_sorting_deletion_age_ratio` observes for one scale-down that
+/// ranked its pods (some but not all of the `active` pods were `chosen`): for each chosen ready pod, its
+/// age over the age of the youngest ready pod among `active`, in whole milliseconds divided as integers
+/// (so the ratio is a whole number, as upstream's). Pods without a creation time are left out; and when
+/// the youngest ready pod is 0 ms old, nothing is reported (upstream would divide by zero).
+///
+/// upstream: reportSortingDeletionAgeRatioMetric
+pub(crate) fn deletion_age_ratios(
+    active: &[Arc<CachedPod>],
+    chosen: &[(Arc<CachedPod>, String)],
+    now: Timestamp,
+) -> Vec<f64> {
+    let created = |pod: &CachedPod| {
+        pod.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .filter(|_| is_pod_ready(pod))
+    };
+    let age_ms = |t: Timestamp| (now.as_nanosecond() - t.as_nanosecond()) / 1_000_000;
+    let Some(youngest) = active.iter().filter_map(|p| created(p)).max() else {
+        return Vec::new();
+    };
+    let youngest_ms = age_ms(youngest);
+    if youngest_ms == 0 {
+        return Vec::new();
+    }
+    chosen
+        .iter()
+        .filter_map(|(pod, _)| created(pod))
+        .map(|t| (age_ms(t) / youngest_ms) as f64)
         .collect()
 }
 
@@ -290,5 +324,41 @@ mod tests {
             panic!("expected deletions");
         };
         assert_eq!((pods.len(), active, desired), (2, 2, 0));
+    }
+
+    fn created_at(pod: &Arc<CachedPod>, second: i64) -> Arc<CachedPod> {
+        let mut pod = pod.as_ref().clone();
+        pod.metadata.creation_timestamp = Some(Time(Timestamp::from_second(second).unwrap()));
+        Arc::new(pod)
+    }
+
+    /// Ages over the youngest ready pod's, divided as whole milliseconds; only ready pods count, both
+    /// for the youngest and for what is reported.
+    #[test]
+    fn deletion_age_ratios_divide_ages_like_upstream() {
+        let now = now();
+        let ready = |name, second| created_at(&pod(name, None, "Running", true, None), second);
+        let youngest = ready("young", 9_000); // 1000 s old
+        let old = ready("old", 7_500); // 2500 s: ratio 2 (2.5 truncated)
+        let older = ready("older", 4_000); // 6000 s: ratio 6
+        let not_ready = created_at(&pod("nr", None, "Running", false, None), 9_900);
+        let active = vec![
+            youngest.clone(),
+            old.clone(),
+            older.clone(),
+            not_ready.clone(),
+        ];
+        let chosen: Vec<(Arc<CachedPod>, String)> = [&not_ready, &older, &old]
+            .into_iter()
+            .map(|p| (p.clone(), String::new()))
+            .collect();
+        assert_eq!(deletion_age_ratios(&active, &chosen, now), [6.0, 2.0]);
+        // Without a ready pod there is nothing to compare with.
+        assert!(
+            deletion_age_ratios(std::slice::from_ref(&not_ready), &chosen[..1], now).is_empty()
+        );
+        // A youngest pod created this very millisecond: nothing (no division by zero).
+        let newborn = ready("newborn", 10_000);
+        assert!(deletion_age_ratios(&[newborn, old.clone()], &chosen[2..], now).is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! The metrics every controller reports beside its work queue's: one value per controller kind,
-//! shared by the controller instances of both API families (their queues are told apart by name).
+//! shared by the controller instances of both API families (their queues are told apart by name), and
+//! the one histogram only the ReplicaSet controller has (`sorting_deletion_age_ratio`).
 
 use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
@@ -23,6 +24,9 @@ pub struct ControllerMetrics {
     pub status_writes_deferred: Counter,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,
+    /// Upstream's `replicaset_controller_sorting_deletion_age_ratio`, for the controller that ranks
+    /// pods to delete ([`ControllerMetrics::with_sorting_deletion_age_ratio`]).
+    pub sorting_deletion_age_ratio: Option<prometheus::Histogram>,
 }
 
 impl ControllerMetrics {
@@ -42,7 +46,32 @@ impl ControllerMetrics {
                 &STATUS_WRITES_DEFERRED,
             )?,
             queue,
+            sorting_deletion_age_ratio: None,
         })
+    }
+
+    /// Adds `<subsystem>_sorting_deletion_age_ratio`: for each ready pod a scale-down chose after
+    /// ranking, its age over the youngest ready pod's, with upstream's help text and buckets
+    /// (0.25 × 2ⁿ, six of them).
+    pub fn with_sorting_deletion_age_ratio(
+        mut self,
+        registry: &Registry,
+        subsystem: &str,
+    ) -> Result<Self, prometheus::Error> {
+        let histogram = prometheus::Histogram::with_opts(
+            prometheus::HistogramOpts::new(
+                "sorting_deletion_age_ratio",
+                "The ratio of chosen deleted pod's ages to the current youngest pod's age (at the time). \
+                 Should be <2. The intent of this metric is to measure the rough efficacy of the \
+                 LogarithmicScaleDown feature gate's effect on the sorting (and deletion) of pods when a \
+                 replicaset scales down. This only considers Ready pods when calculating and reporting.",
+            )
+            .subsystem(subsystem)
+            .buckets(prometheus::exponential_buckets(0.25, 2.0, 6)?),
+        )?;
+        registry.register(Box::new(histogram.clone()))?;
+        self.sorting_deletion_age_ratio = Some(histogram);
+        Ok(self)
     }
 
     /// Metrics registered nowhere (unit tests).
@@ -53,6 +82,44 @@ impl ControllerMetrics {
             events_dropped: Counter::unregistered(),
             status_writes_deferred: Counter::unregistered(),
             queue: None,
+            sorting_deletion_age_ratio: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_age_ratio_histogram_has_upstreams_name_and_buckets() {
+        let registry = Registry::new();
+        let metrics = ControllerMetrics::new(&registry, "replicaset_controller", None)
+            .and_then(|m| m.with_sorting_deletion_age_ratio(&registry, "replicaset_controller"))
+            .unwrap();
+        metrics
+            .sorting_deletion_age_ratio
+            .as_ref()
+            .unwrap()
+            .observe(1.0);
+        let families = registry.gather();
+        let family = families
+            .iter()
+            .find(|f| f.name() == "replicaset_controller_sorting_deletion_age_ratio")
+            .expect("registered");
+        let histogram = family.get_metric()[0].get_histogram();
+        let bounds: Vec<f64> = histogram
+            .get_bucket()
+            .iter()
+            .map(|b| b.upper_bound())
+            .collect();
+        assert_eq!(bounds, [0.25, 0.5, 1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(histogram.get_sample_count(), 1);
+        // The other controllers do not get it.
+        assert!(
+            ControllerMetrics::unregistered()
+                .sorting_deletion_age_ratio
+                .is_none()
+        );
     }
 }

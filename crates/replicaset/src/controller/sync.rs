@@ -37,7 +37,7 @@ use mini_kcm_runtime::slow_start::{
 use super::ReplicaSetController;
 use super::status_write::update_status;
 use crate::BURST_REPLICAS;
-use crate::plan::{ReplicaPlan, plan_replicas};
+use crate::plan::{ReplicaPlan, deletion_age_ratios, plan_replicas};
 use crate::status::{ManageFailure, calculate_status};
 
 /// Why a sync failed; the key is requeued with backoff.
@@ -127,6 +127,15 @@ impl ReplicaSetController {
                 Timestamp::now(),
                 features.enabled(Feature::PodDeletionCost),
             );
+            // Upstream observes it only when the pods were ranked (not all of them go).
+            if let (ReplicaPlan::Delete { pods, .. }, Some(histogram)) =
+                (&plan, &s.core.metrics.sorting_deletion_age_ratio)
+                && pods.len() < claimed.len()
+            {
+                for ratio in deletion_age_ratios(&claimed, pods, Timestamp::now()) {
+                    histogram.observe(ratio);
+                }
+            }
             failure = self.execute(key, &rs, &owner, plan).await;
         }
 
