@@ -143,7 +143,10 @@ if ((${#k8s_missing[@]})); then
   step "compile ${k8s_missing[*]}" "$log_dir/k8s-build.log" build_k8s
 fi
 
-"$bin_dir/kube-apiserver" --version | grep -q "${KUBERNETES_VERSION}" || { echo "error: kube-apiserver does not report ${KUBERNETES_VERSION}" >&2; exit 1; }
-"$bin_dir/etcd" --version | grep -q "${ETCD_VERSION#v}" || { echo "error: etcd does not report ${ETCD_VERSION}" >&2; exit 1; }
+# Captured first: `cmd | grep -q` under pipefail fails whenever grep exits before cmd has written all.
+apiserver_version="$("$bin_dir/kube-apiserver" --version)"
+[[ "$apiserver_version" == *"${KUBERNETES_VERSION}"* ]] || { echo "error: kube-apiserver reports '$apiserver_version', not ${KUBERNETES_VERSION}" >&2; exit 1; }
+etcd_version="$("$bin_dir/etcd" --version)"
+[[ "$etcd_version" == *"${ETCD_VERSION#v}"* ]] || { echo "error: etcd reports '$etcd_version', not ${ETCD_VERSION}" >&2; exit 1; }
 touch "$stamp"
 echo "control plane binaries ready in $bin_dir after $((SECONDS - started))s ($(du -sh "$set_dir" | cut -f1) in $set_dir)"
