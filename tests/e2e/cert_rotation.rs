@@ -6,6 +6,9 @@
 //!   with its O's as groups (`system:masters` skips the review); one of an unknown CA passes the
 //!   handshake but is refused (401) unless a valid token comes with it, as upstream.
 
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -343,7 +346,7 @@ async fn the_serving_certificate_is_reloaded_without_dropping_connections() {
 
     stop.store(true, Ordering::Relaxed);
     let mut keep_alive = scraper.await.unwrap();
-    let scrapes = scrapes.lock().unwrap();
+    let scrapes = std::mem::take(&mut *scrapes.lock().unwrap());
     println!(
         "{} keep-alive scrapes ({before} before the rotations, {after_swap} until the swapped pair was \
          served), {} new connections",
