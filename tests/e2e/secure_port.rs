@@ -55,6 +55,8 @@ async fn the_api_server_decides_who_reads_the_secure_port() {
                 addr,
                 cert: ServingCert::SelfSigned,
                 always_allow: AlwaysAllowPaths::default(),
+                client_ca_file: None,
+                request_header: None,
             }),
             ..Default::default()
         },

@@ -4,18 +4,27 @@
 //! API server (a TokenReview), and what the user it names may do by a SubjectAccessReview on the
 //! request's non-resource path and verb (`get /metrics`), so the cluster's RBAC decides:
 //! `mini-kcm-metrics-reader` grants `/metrics`, `mini-kcm-debug-viewer` grants `/debug/*`.
+//! A client certificate (`crate::client_cert`) can name the user instead of a token.
 //!
-//! As on kube-controller-manager: a request without a token is `system:anonymous` (which RBAC usually
-//! refuses: 403), a token the API server rejects is 401, `system:masters` needs no review, and the
+//! The user is found as upstream's union of authenticators finds it: a trusted front proxy's headers,
+//! then a client certificate, then a bearer token; the first that names a user wins, the others'
+//! failures then do not matter. If none names one and one failed, 401; if none applied, the request is
+//! `system:anonymous`.
+//!
+//! As on kube-controller-manager: a request without credentials is `system:anonymous` (which RBAC
+//! usually refuses: 403), a token the API server rejects is 401, `system:masters` needs no review, and the
 //! `--authorization-always-allow-paths` (the probes, by default) need no credentials at all, so a
 //! kubelet's probe never waits on the API server. Answers are kept for 10 s, as client-go's delegating
 //! authenticator and authorizer keep theirs: a scrape every few seconds costs the API server nothing,
 //! and a revoked token or role stops working within 10 s.
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use axum::http::{HeaderMap, header};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -23,6 +32,8 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
+
+use crate::client_cert::{ClientCerts, PeerIdentity};
 
 /// How long an answer of the API server is reused (client-go's delegating defaults, both ways).
 const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -63,13 +74,13 @@ impl Default for AlwaysAllowPaths {
     }
 }
 
-/// Who a token belongs to, as the API server's TokenReview said.
+/// Who made a request: as the API server's TokenReview said, or a client certificate or proxy named.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct User {
-    name: String,
-    uid: Option<String>,
-    groups: Vec<String>,
-    extra: BTreeMap<String, Vec<String>>,
+pub(crate) struct User {
+    pub(crate) name: String,
+    pub(crate) uid: Option<String>,
+    pub(crate) groups: Vec<String>,
+    pub(crate) extra: BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -131,6 +142,8 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
 pub(crate) struct DelegatedAuth {
     client: kube::Client,
     always_allow: AlwaysAllowPaths,
+    /// `--client-ca-file` and `--requestheader-client-ca-file`, if given.
+    certs: Option<ClientCerts>,
     /// By the token's SHA-256 (the tokens themselves are not kept): the user, or why it was refused.
     tokens: TtlCache<[u8; 32], Result<User, String>>,
     /// By user, verb and path: allowed, or the reason it was not.
@@ -138,34 +151,66 @@ pub(crate) struct DelegatedAuth {
 }
 
 impl DelegatedAuth {
-    pub(crate) fn new(client: kube::Client, always_allow: AlwaysAllowPaths) -> Self {
+    pub(crate) fn new(
+        client: kube::Client,
+        always_allow: AlwaysAllowPaths,
+        certs: Option<ClientCerts>,
+    ) -> Self {
         DelegatedAuth {
             client,
             always_allow,
+            certs,
             tokens: TtlCache::new(),
             decisions: TtlCache::new(),
         }
     }
 
-    /// The verdict on `verb` (the HTTP method) of `path` with the request's `Authorization` header.
+    /// The handshake's client-certificate verifier, if certificates are read at all.
+    pub(crate) fn handshake_verifier(
+        &self,
+    ) -> Option<std::sync::Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+        self.certs.as_ref().map(ClientCerts::handshake_verifier)
+    }
+
+    /// What a connection's client certificate chain proves (nothing without `--client-ca-file`).
+    pub(crate) fn identify_peer(
+        &self,
+        chain: Option<&[rustls::pki_types::CertificateDer<'_>]>,
+    ) -> PeerIdentity {
+        self.certs
+            .as_ref()
+            .map(|certs| certs.identify(chain))
+            .unwrap_or_default()
+    }
+
+    /// The verdict on `verb` (the HTTP method) of `path`, for a request with these headers on a
+    /// connection whose client certificate proved `peer`.
     pub(crate) async fn check(
         &self,
-        authorization: Option<&str>,
+        peer: &PeerIdentity,
+        headers: &HeaderMap,
         verb: &str,
         path: &str,
     ) -> Verdict {
         if self.always_allow.allows(path) {
             return Verdict::Allowed;
         }
-        let user = match bearer_token(authorization) {
-            Credentials::None => User::anonymous(),
-            Credentials::Malformed => {
-                return Verdict::Unauthorized("invalid bearer token".into());
-            }
-            Credentials::Token(token) => match self.authenticate(token).await {
-                Ok(user) => user,
-                Err(reason) => return Verdict::Unauthorized(reason),
-            },
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let proxied = || {
+            self.certs
+                .as_ref()
+                .and_then(|certs| certs.proxied_user(headers))
+        };
+        let found = authenticate_request(peer, proxied, bearer_token(authorization), |token| {
+            self.authenticate(token)
+        })
+        .await;
+        let user = match found {
+            Ok(Some(user)) => user,
+            Ok(None) => User::anonymous(),
+            Err(reason) => return Verdict::Unauthorized(reason),
         };
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Verdict::Allowed;
@@ -266,6 +311,49 @@ impl DelegatedAuth {
     }
 }
 
+/// The request's user, trying upstream's authenticators in its order (see the module's header):
+/// `Ok(None)` when none applied (anonymous), `Err` when none named a user and one failed (401).
+async fn authenticate_request<'t, F, Fut>(
+    peer: &PeerIdentity,
+    proxied: impl FnOnce() -> Option<User>,
+    token: Credentials<'t>,
+    review_token: F,
+) -> Result<Option<User>, String>
+where
+    F: FnOnce(&'t str) -> Fut,
+    Fut: Future<Output = Result<User, String>>,
+{
+    let mut failures = Vec::new();
+    match &peer.proxy {
+        // A trusted proxy that names nobody leaves the decision to the others.
+        Some(Ok(())) => {
+            if let Some(user) = proxied() {
+                return Ok(Some(user));
+            }
+        }
+        Some(Err(reason)) => failures.push(reason.clone()),
+        None => {}
+    }
+    match &peer.x509 {
+        Some(Ok(Some(user))) => return Ok(Some(user.clone())),
+        Some(Err(reason)) => failures.push(reason.clone()),
+        Some(Ok(None)) | None => {}
+    }
+    match token {
+        Credentials::None => {}
+        Credentials::Malformed => failures.push("invalid bearer token".into()),
+        Credentials::Token(token) => match review_token(token).await {
+            Ok(user) => return Ok(Some(user)),
+            Err(reason) => failures.push(reason),
+        },
+    }
+    if failures.is_empty() {
+        Ok(None)
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
 enum Credentials<'a> {
     None,
     Malformed,
@@ -324,6 +412,131 @@ mod tests {
             bearer_token(Some("Bearer")),
             Credentials::Malformed
         ));
+    }
+
+    fn user(name: &str) -> User {
+        User {
+            name: name.into(),
+            uid: None,
+            groups: vec!["system:authenticated".into()],
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Runs upstream's order with a token review that knows one token, `good`, and records whether it
+    /// was asked at all.
+    async fn who(
+        peer: &PeerIdentity,
+        proxied: Option<&str>,
+        token: Option<&str>,
+    ) -> (Result<Option<String>, String>, bool) {
+        let asked = std::cell::Cell::new(false);
+        let header = token.map(|t| format!("Bearer {t}"));
+        let found = authenticate_request(
+            peer,
+            || proxied.map(user),
+            bearer_token(header.as_deref()),
+            |token| {
+                asked.set(true);
+                let answer = if token == "good" {
+                    Ok(user("token-user"))
+                } else {
+                    Err("token rejected".to_string())
+                };
+                std::future::ready(answer)
+            },
+        )
+        .await;
+        (found.map(|u| u.map(|u| u.name)), asked.get())
+    }
+
+    /// Proxy headers, then the client certificate, then the token: the first that names a user wins
+    /// (the token is then not even reviewed); failures count only when nobody is named; nothing at all
+    /// is anonymous.
+    #[tokio::test]
+    async fn authenticators_are_tried_in_upstreams_order() {
+        let none = PeerIdentity::default();
+        assert_eq!(who(&none, None, None).await, (Ok(None), false));
+        assert_eq!(
+            who(&none, None, Some("good")).await,
+            (Ok(Some("token-user".into())), true)
+        );
+        assert_eq!(
+            who(&none, None, Some("bad")).await,
+            (Err("token rejected".into()), true)
+        );
+
+        let cert = PeerIdentity {
+            proxy: None,
+            x509: Some(Ok(Some(user("alice")))),
+        };
+        assert_eq!(
+            who(&cert, None, Some("good")).await,
+            (Ok(Some("alice".into())), false)
+        );
+        // A certificate without a CN names nobody: the token decides, or anonymous.
+        let no_cn = PeerIdentity {
+            proxy: None,
+            x509: Some(Ok(None)),
+        };
+        assert_eq!(who(&no_cn, None, None).await, (Ok(None), false));
+        assert_eq!(
+            who(&no_cn, None, Some("good")).await.0,
+            Ok(Some("token-user".into()))
+        );
+        // An unverified certificate: a good token still wins; alone it is 401, not anonymous.
+        let unknown = PeerIdentity {
+            proxy: None,
+            x509: Some(Err(
+                "verifying the client certificate: unknown issuer".into()
+            )),
+        };
+        assert_eq!(
+            who(&unknown, None, Some("good")).await.0,
+            Ok(Some("token-user".into()))
+        );
+        let (found, _) = who(&unknown, None, None).await;
+        assert!(
+            matches!(found, Err(ref e) if e.contains("unknown issuer")),
+            "{found:?}"
+        );
+        let (found, _) = who(&unknown, None, Some("bad")).await;
+        assert!(
+            matches!(found, Err(ref e) if e.contains("unknown issuer") && e.contains("token rejected")),
+            "{found:?}"
+        );
+
+        // A trusted proxy's headers come first; without a user header the certificate is next.
+        let proxy = PeerIdentity {
+            proxy: Some(Ok(())),
+            x509: Some(Ok(Some(user("front-proxy")))),
+        };
+        assert_eq!(
+            who(&proxy, Some("bob"), Some("good")).await,
+            (Ok(Some("bob".into())), false)
+        );
+        assert_eq!(
+            who(&proxy, None, None).await.0,
+            Ok(Some("front-proxy".into()))
+        );
+        // An untrusted proxy's headers are ignored.
+        let untrusted = PeerIdentity {
+            proxy: Some(Err("not allowed".into())),
+            x509: None,
+        };
+        assert_eq!(
+            who(&untrusted, Some("bob"), Some("good")).await.0,
+            Ok(Some("token-user".into()))
+        );
+        assert_eq!(
+            who(&untrusted, Some("bob"), None).await.0,
+            Err("not allowed".into())
+        );
+        // `Bearer` without a token is a failed credential, not an absent one.
+        assert_eq!(
+            who(&none, None, Some("")).await.0,
+            Err("invalid bearer token".into())
+        );
     }
 
     /// Answers live for the TTL and no longer; a full cache drops the expired entries first.

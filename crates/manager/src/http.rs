@@ -6,7 +6,9 @@
 //!
 //! They are served two ways: on the plain `--metrics-addr` (loopback by default: the local user's
 //! `mini-kcm explain` and `up`), everything open; on the secure port, over TLS (`crate::serving_cert`),
-//! each request checked by `crate::delegated_auth` first, as kube-controller-manager's port 10257.
+//! each request checked by `crate::delegated_auth` first, as kube-controller-manager's port 10257. A
+//! connection's client certificate is judged once after the handshake and handed to each of its
+//! requests as an extension.
 //!
 //! axum routes the requests; hyper serves the connections with keep-alive and a header-read timeout,
 //! so an idle or slow client cannot hold a connection task forever (the TLS handshake has the same
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::extract::Extension;
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
@@ -35,6 +38,7 @@ use tokio_rustls::TlsAcceptor;
 use mini_kcm_runtime::decisions::{Decision, DecisionFilter};
 use mini_kcm_runtime::inspect::ManagerView;
 
+use crate::client_cert::PeerIdentity;
 use crate::delegated_auth::{DelegatedAuth, Verdict};
 use crate::leader_election::LeaderState;
 use crate::live_view::LiveView;
@@ -112,8 +116,8 @@ pub(crate) async fn serve(listener: TcpListener, health: Health, exposure: Expos
     let (router, tls) = match exposure {
         Exposure::Plain => (router, None),
         Exposure::Secure { tls, auth } => (
-            router.layer(middleware::from_fn_with_state(auth, authorize)),
-            Some(tls),
+            router.layer(middleware::from_fn_with_state(auth.clone(), authorize)),
+            Some((tls, auth)),
         ),
     };
     loop {
@@ -125,9 +129,13 @@ pub(crate) async fn serve(listener: TcpListener, health: Health, exposure: Expos
         tokio::spawn(async move {
             match tls {
                 None => serve_connection(stream, router).await,
-                Some(tls) => {
+                Some((tls, auth)) => {
                     match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => serve_connection(stream, router).await,
+                        Ok(Ok(stream)) => {
+                            let peer = auth.identify_peer(stream.get_ref().1.peer_certificates());
+                            let router = router.layer(Extension(Arc::new(peer)));
+                            serve_connection(stream, router).await
+                        }
                         Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!("TLS handshake timed out"),
                     }
@@ -161,13 +169,15 @@ async fn authorize(
     request: Request,
     next: Next,
 ) -> Response {
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+    let peer = request
+        .extensions()
+        .get::<Arc<PeerIdentity>>()
+        .cloned()
+        .unwrap_or_default();
     let verdict = auth
         .check(
-            authorization,
+            &peer,
+            request.headers(),
             request.method().as_str(),
             request.uri().path(),
         )

@@ -15,6 +15,7 @@
 // The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
 #![warn(unreachable_pub)]
 
+mod client_cert;
 mod delegated_auth;
 mod http;
 mod leader_election;
@@ -42,6 +43,7 @@ use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
+pub use client_cert::{ClientCaError, RequestHeaderAuth};
 pub use delegated_auth::AlwaysAllowPaths;
 use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
 pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
@@ -77,6 +79,8 @@ pub enum ManagerError {
     },
     #[error("the secure port's certificate: {0}")]
     ServingCert(#[from] ServingCertError),
+    #[error("the secure port's client certificates")]
+    ClientCa(#[from] ClientCaError),
     #[error("leader election: {0}")]
     LeaderElection(#[from] LeaderElectionError),
 }
@@ -386,9 +390,14 @@ async fn serve_endpoints(
         tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
     }
     if let Some(secure) = &options.secure_serving {
-        let tls = serving_cert::acceptor(&secure.cert)?;
+        let certs = client_cert::ClientCerts::load(
+            secure.client_ca_file.as_deref(),
+            secure.request_header.as_ref(),
+        )?;
         let auth_client = clients.unfenced("delegated-auth")?;
-        let auth = delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone());
+        let auth =
+            delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone(), certs);
+        let tls = serving_cert::acceptor(&secure.cert, auth.handshake_verifier())?;
         let listener = bind(secure.addr).await?;
         tracing::info!(addr = %secure.addr, "serving the endpoints over HTTPS, authorized through the API server");
         let exposure = http::Exposure::Secure {

@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_manager::LeaderElectionConfig;
 use mini_kcm_manager::{
-    AlwaysAllowPaths, FeatureGates, Kinds, ManagerOptions, SecureServing, ServingCert,
-    feature_gates_help,
+    AlwaysAllowPaths, FeatureGates, Kinds, ManagerOptions, RequestHeaderAuth, SecureServing,
+    ServingCert, feature_gates_help,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -77,6 +77,28 @@ pub struct RunArgs {
     /// prefix.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     authorization_always_allow_paths: Vec<String>,
+    /// Client certificates signed by a CA of this bundle (PEM) authenticate their requests on the secure
+    /// port: the subject's CN is the user, its O's the groups (no TokenReview; still a
+    /// SubjectAccessReview).
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// The CA bundle (PEM) of front proxies: a client certificate it signed lets the request headers
+    /// (--requestheader-username-headers, ...) name the user.
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// The CNs a front proxy's certificate may have; empty: any the CA signed.
+    #[arg(long, value_delimiter = ',')]
+    requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user behind a front proxy (the first present wins).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    requestheader_username_headers: Vec<String>,
+    /// Headers whose values are the user's groups behind a front proxy.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    requestheader_group_headers: Vec<String>,
+    /// Header prefixes whose headers (`<prefix><key>: <value>`) are the user's extras behind a front
+    /// proxy.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    requestheader_extra_headers_prefix: Vec<String>,
     /// The informers re-deliver every object to the controllers every [period, 2 × period) (Go
     /// duration, e.g. 12h or 30m; 0 disables), as kube-controller-manager's flag.
     #[arg(long, default_value = "12h", value_parser = crate::duration::parse_go_duration)]
@@ -185,6 +207,16 @@ impl RunArgs {
             addr: SocketAddr::new(self.bind_address, self.secure_port),
             cert,
             always_allow: AlwaysAllowPaths::new(self.authorization_always_allow_paths.clone()),
+            client_ca_file: self.client_ca_file.clone(),
+            request_header: self.requestheader_client_ca_file.as_ref().map(|ca| {
+                RequestHeaderAuth {
+                    allowed_names: self.requestheader_allowed_names.clone(),
+                    username_headers: self.requestheader_username_headers.clone(),
+                    group_headers: self.requestheader_group_headers.clone(),
+                    extra_headers_prefix: self.requestheader_extra_headers_prefix.clone(),
+                    ..RequestHeaderAuth::new(ca.clone())
+                }
+            }),
         })
     }
 }
@@ -345,6 +377,7 @@ mod tests {
         assert_eq!(secure.addr, "0.0.0.0:10257".parse().unwrap());
         assert_eq!(secure.cert, ServingCert::SelfSigned);
         assert_eq!(secure.always_allow, AlwaysAllowPaths::default());
+        assert_eq!((secure.client_ca_file, secure.request_header), (None, None));
 
         let options = Cli::parse_from([
             "run",
@@ -371,6 +404,52 @@ mod tests {
         );
         // A certificate without its key is refused.
         assert!(Cli::try_parse_from(["run", "--tls-cert-file=/c"]).is_err());
+
+        // Client certificates, and a front proxy with upstream's default headers.
+        let options = Cli::parse_from([
+            "run",
+            "--secure-port=10257",
+            "--client-ca-file=/ca",
+            "--requestheader-client-ca-file=/proxy-ca",
+            "--requestheader-allowed-names=front-proxy-client,aggregator",
+        ])
+        .run
+        .manager_options();
+        let secure = options.secure_serving.unwrap();
+        assert_eq!(secure.client_ca_file, Some("/ca".into()));
+        assert_eq!(
+            secure.request_header,
+            Some(RequestHeaderAuth {
+                allowed_names: vec!["front-proxy-client".into(), "aggregator".into()],
+                ..RequestHeaderAuth::new("/proxy-ca".into())
+            })
+        );
+        // The header flags alone configure nothing (as upstream, without the proxies' CA).
+        let options = Cli::parse_from([
+            "run",
+            "--secure-port=10257",
+            "--requestheader-username-headers=X-User,X-Remote-User",
+            "--requestheader-group-headers=X-Group",
+            "--requestheader-extra-headers-prefix=X-Extra-",
+        ])
+        .run
+        .manager_options();
+        assert_eq!(options.secure_serving.unwrap().request_header, None);
+        let options = Cli::parse_from([
+            "run",
+            "--secure-port=10257",
+            "--requestheader-client-ca-file=/p",
+            "--requestheader-username-headers=X-User,X-Remote-User",
+            "--requestheader-group-headers=X-Group",
+            "--requestheader-extra-headers-prefix=X-Extra-",
+        ])
+        .run
+        .manager_options();
+        let header = options.secure_serving.unwrap().request_header.unwrap();
+        assert_eq!(header.username_headers, ["X-User", "X-Remote-User"]);
+        assert_eq!(header.group_headers, ["X-Group"]);
+        assert_eq!(header.extra_headers_prefix, ["X-Extra-"]);
+        assert!(header.allowed_names.is_empty());
     }
 
     #[test]
