@@ -478,9 +478,18 @@ mod tests {
         };
         h.zpages = Arc::new(Zpages::new(&options, SystemTime::now(), &PATHS));
         let addr = start(h).await;
-        assert_eq!(get(addr, "GET", "/flagz", None).await.0, "HTTP/1.1 404 Not Found");
-        assert_eq!(get(addr, "GET", "/statusz", None).await.0, "HTTP/1.1 404 Not Found");
-        assert_eq!(get(addr, "GET", "/configz", None).await.0, "HTTP/1.1 200 OK");
+        assert_eq!(
+            get(addr, "GET", "/flagz", None).await.0,
+            "HTTP/1.1 404 Not Found"
+        );
+        assert_eq!(
+            get(addr, "GET", "/statusz", None).await.0,
+            "HTTP/1.1 404 Not Found"
+        );
+        assert_eq!(
+            get(addr, "GET", "/configz", None).await.0,
+            "HTTP/1.1 200 OK"
+        );
     }
 
     /// `/flagz`: upstream's text by default (title, warning, one sorted `name<delimiter>value` line per
