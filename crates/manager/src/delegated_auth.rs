@@ -18,7 +18,7 @@
 //! authenticator and authorizer keep theirs: a scrape every few seconds costs the API server nothing,
 //! and a revoked token or role stops working within 10 s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Mutex;
@@ -34,6 +34,7 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
 use crate::client_cert::{ClientCerts, PeerIdentity};
+use crate::user::User;
 
 /// How long an answer of the API server is reused (client-go's delegating defaults, both ways).
 const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -71,26 +72,6 @@ impl AlwaysAllowPaths {
 impl Default for AlwaysAllowPaths {
     fn default() -> Self {
         AlwaysAllowPaths::new(["/healthz", "/readyz", "/livez"].map(String::from))
-    }
-}
-
-/// Who made a request: as the API server's TokenReview said, or a client certificate or proxy named.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct User {
-    pub(crate) name: String,
-    pub(crate) uid: Option<String>,
-    pub(crate) groups: Vec<String>,
-    pub(crate) extra: BTreeMap<String, Vec<String>>,
-}
-
-impl User {
-    fn anonymous() -> Self {
-        User {
-            name: "system:anonymous".into(),
-            uid: None,
-            groups: vec!["system:unauthenticated".into()],
-            extra: BTreeMap::new(),
-        }
     }
 }
 
@@ -419,7 +400,7 @@ mod tests {
             name: name.into(),
             uid: None,
             groups: vec!["system:authenticated".into()],
-            extra: BTreeMap::new(),
+            extra: std::collections::BTreeMap::new(),
         }
     }
 

@@ -24,6 +24,7 @@ mod object_view;
 mod options;
 mod serving_cert;
 mod slis;
+mod user;
 mod version;
 mod zpages;
 
