@@ -13,8 +13,18 @@ use mini_kcm_conformance::{E2eBinary, Outcome, Side, SpecSet, run_side, specs, t
 const CI_SETS: &[SpecSet] = &[SpecSet::Apps, SpecSet::Disruption, SpecSet::Widened];
 /// e2e processes at once; the specs mostly wait, so more processes than cores is fine.
 const PARALLEL: usize = 4;
-/// Specs the CI sets select today (31 + 19 + 14); fewer means the focus or the binary broke.
-const EXPECTED_SPECS: usize = 64;
+/// Specs the CI sets select (31 + 19 + 14); fewer means the focus or the binary broke. Against the
+/// specs of 1.34 and 1.35 (`deploy/version-matrix.sh`), 61: the widened set's three
+/// MutatingAdmissionPolicy specs are not `[Conformance]` there, so their exact names match nothing.
+fn expected_specs() -> usize {
+    let minor = mini_kcm_local_plane::VersionSet::selected()
+        .ok()
+        .and_then(|v| v.kubernetes_minor());
+    match minor {
+        Some(minor) if minor < 36 => 61,
+        _ => 64,
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_specs_pass_with_mini_kcm_controllers() {
@@ -56,9 +66,10 @@ async fn upstream_specs_pass_with_mini_kcm_controllers() {
         passes.is_empty(),
         "expected failures passed; take them off specs::EXPECTED_FAILURES: {passes:?}"
     );
+    let expected = expected_specs();
     assert!(
-        results.results.len() >= EXPECTED_SPECS,
-        "only {} specs ran, expected {EXPECTED_SPECS}",
+        results.results.len() >= expected,
+        "only {} specs ran, expected {expected}",
         results.results.len()
     );
     let passed = results
