@@ -28,7 +28,7 @@ for v in "${versions[@]}"; do
   echo "==> Kubernetes $v: ${tests[*]} (log: $log)"
   started=$SECONDS
   if MINI_KCM_KUBERNETES_VERSION="$v" MINI_KCM_REQUIRE_REAL_NODE=1 \
-    cargo test -p mini-kcm-e2e --locked "${tests[@]}" >"$log" 2>&1; then
+    cargo test -p mini-kcm-e2e --locked --no-fail-fast "${tests[@]}" >"$log" 2>&1; then
     result[$v]=passed
   else
     result[$v]=FAILED
