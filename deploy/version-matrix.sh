@@ -2,7 +2,7 @@
 # The supported Kubernetes versions, proven: for each version, a local plane of that version (built once
 # and cached beside the pinned one) runs
 #   - the controllers' e2e suites (both API families: apps/v1 and the minikcm.dev copies), and the bad-input
-#     catalogue, whose quiet check fails on any write loop (e.g. a status field the server drops),
+#     catalogue, whose quiet check fails on any retry loop,
 #   - the in-cluster install as real pods on the real node (its kubelet and kube-proxy at that version),
 #   - upstream's own e2e specs of that version (`conformance`, built from that version's test/e2e),
 # with exactly the tests CI runs at the pinned version. CI itself runs the pinned version only.

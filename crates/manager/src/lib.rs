@@ -275,8 +275,9 @@ pub async fn run(
     finish_election(&mut election).await
 }
 
-/// Turns off the gates whose fields the API server would drop (an older minor than 1.36 whose own gate
-/// for the field is off). Without the server's version the gates stay as given.
+/// Turns off the gates whose fields the API server would drop (an older minor whose own gate for the
+/// field is off), so syncs do not write statuses that change nothing. Without the server's version the
+/// gates stay as given.
 async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) {
     let info = match client.apiserver_version().await {
         Ok(info) => info,
