@@ -19,7 +19,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 use mini_kcm_e2e::TestManager;
-use mini_kcm_e2e::in_cluster_kit::METRICS_READER;
+use mini_kcm_e2e::in_cluster_kit::{METRICS_READER, any_server_connector};
 use mini_kcm_manager::{AlwaysAllowPaths, Kinds, ManagerOptions, SecureServing, ServingCert};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use rcgen::{
@@ -34,67 +34,6 @@ fn plane() -> &'static PlaneInfo {
     shared_plane(PlaneConfig::default())
 }
 
-/// A TLS client that presents `identity` (if any) and records the certificate the server presents.
-fn connector(
-    identity: Option<&(CertificateDer<'static>, PrivateKeyDer<'static>)>,
-) -> (tokio_rustls::TlsConnector, Arc<Mutex<Vec<u8>>>) {
-    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use rustls::pki_types::UnixTime;
-    use rustls::{DigitallySignedStruct, SignatureScheme};
-
-    /// Accepts any server certificate (checking the handshake's signature) and keeps it.
-    #[derive(Debug)]
-    struct Recording(Arc<rustls::crypto::CryptoProvider>, Arc<Mutex<Vec<u8>>>);
-    impl ServerCertVerifier for Recording {
-        fn verify_server_cert(
-            &self,
-            end_entity: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, rustls::Error> {
-            *self.1.lock().unwrap() = end_entity.to_vec();
-            Ok(ServerCertVerified::assertion())
-        }
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            let algorithms = &self.0.signature_verification_algorithms;
-            rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
-        }
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            let algorithms = &self.0.signature_verification_algorithms;
-            rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
-        }
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            self.0.signature_verification_algorithms.supported_schemes()
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Recording(provider, seen.clone())));
-    let config = match identity {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(vec![cert.clone()], key.clone_key())
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    (tokio_rustls::TlsConnector::from(Arc::new(config)), seen)
-}
-
 type Tls = BufReader<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
 
 /// A new TLS connection, and the DER of the certificate the server presented on it.
@@ -102,7 +41,7 @@ async fn connect(
     addr: SocketAddr,
     identity: Option<&(CertificateDer<'static>, PrivateKeyDer<'static>)>,
 ) -> Result<(Tls, Vec<u8>), String> {
-    let (connector, seen) = connector(identity);
+    let (connector, seen) = any_server_connector(identity);
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connecting: {e}"))?;

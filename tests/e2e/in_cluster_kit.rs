@@ -121,22 +121,34 @@ pub async fn http_answer(addr: SocketAddr, path: &str) -> String {
 }
 
 fn tls_connector() -> tokio_rustls::TlsConnector {
+    any_server_connector(None).0
+}
+
+/// A TLS client that accepts any server certificate (checking only that the handshake is signed by its
+/// key, as a scraper with `insecure_skip_verify` does), presents `identity` when given, and records the
+/// certificate the server presented last (DER).
+pub fn any_server_connector(
+    identity: Option<&(
+        rustls::pki_types::CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    )>,
+) -> (tokio_rustls::TlsConnector, Arc<Mutex<Vec<u8>>>) {
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
     use rustls::{DigitallySignedStruct, SignatureScheme};
 
-    /// Accepts any server certificate, checking only that the handshake is signed by its key.
     #[derive(Debug)]
-    struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+    struct AnyServer(Arc<rustls::crypto::CryptoProvider>, Arc<Mutex<Vec<u8>>>);
     impl ServerCertVerifier for AnyServer {
         fn verify_server_cert(
             &self,
-            _: &CertificateDer<'_>,
+            end_entity: &CertificateDer<'_>,
             _: &[CertificateDer<'_>],
             _: &ServerName<'_>,
             _: &[u8],
             _: UnixTime,
         ) -> Result<ServerCertVerified, rustls::Error> {
+            *self.1.lock().unwrap_or_else(|e| e.into_inner()) = end_entity.to_vec();
             Ok(ServerCertVerified::assertion())
         }
         fn verify_tls12_signature(
@@ -145,12 +157,8 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
             cert: &CertificateDer<'_>,
             dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls12_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
         }
         fn verify_tls13_signature(
             &self,
@@ -158,25 +166,27 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
             cert: &CertificateDer<'_>,
             dss: &DigitallySignedStruct,
         ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            rustls::crypto::verify_tls13_signature(
-                message,
-                cert,
-                dss,
-                &self.0.signature_verification_algorithms,
-            )
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
         }
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.0.signature_verification_algorithms.supported_schemes()
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default TLS versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
-        .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider, seen.clone())));
+    let config = match identity {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(vec![cert.clone()], key.clone_key())
+            .expect("the test's client certificate and key match"),
+        None => builder.with_no_client_auth(),
+    };
+    (tokio_rustls::TlsConnector::from(Arc::new(config)), seen)
 }
 
 /// The ClusterRoles of deploy/in-cluster that open the secure port's endpoints.
