@@ -39,7 +39,7 @@ pub(crate) const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
     /// The template (or revision) did not serialize to JSON.
-    #[error("failed to encode revision data: {0}")]
+    #[error("failed to encode revision data")]
     Serialize(#[from] serde_json::Error),
 }
 

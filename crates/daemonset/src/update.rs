@@ -36,9 +36,9 @@ const ROLLING_UPDATE: &str = "RollingUpdate";
 /// Why a rolling update could not be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum UpdateError {
-    #[error("invalid value for MaxUnavailable: {0}")]
+    #[error("invalid value for MaxUnavailable")]
     InvalidMaxUnavailable(#[source] IntOrPercentError),
-    #[error("invalid value for MaxSurge: {0}")]
+    #[error("invalid value for MaxSurge")]
     InvalidMaxSurge(#[source] IntOrPercentError),
     /// A node with daemon pods that the surge path needed to judge is not in the node list.
     #[error("couldn't get node for nodeName {0:?}")]

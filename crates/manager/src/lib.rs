@@ -60,7 +60,7 @@ pub use version::{VERSION, Version};
 /// Why the manager could not run, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    #[error("building an API client: {0}")]
+    #[error("building an API client")]
     Client(#[source] kube::Error),
     #[error(
         "the CRD copies are not installed ({resource}): install deploy/crds/ or use --kinds apps"
@@ -70,19 +70,19 @@ pub enum ManagerError {
         #[source]
         source: kube::Error,
     },
-    #[error("registering metrics: {0}")]
+    #[error("registering metrics")]
     Metrics(#[from] prometheus::Error),
-    #[error("serving the endpoints on {addr}: {source}")]
+    #[error("serving the endpoints on {addr}")]
     MetricsServer {
         addr: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("the secure port's certificate: {0}")]
+    #[error("the secure port's certificate")]
     ServingCert(#[from] ServingCertError),
     #[error("the secure port's client certificates")]
     ClientCa(#[from] ClientCaError),
-    #[error("leader election: {0}")]
+    #[error("leader election")]
     LeaderElection(#[from] LeaderElectionError),
 }
 

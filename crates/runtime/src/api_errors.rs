@@ -7,9 +7,14 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     status_code(e) == Some(404)
 }
 
-/// 409: a resourceVersion conflict, or the object already exists.
+/// 409 `Conflict`: the write carried a stale resourceVersion (the object changed since it was read).
 pub fn is_conflict(e: &kube::Error) -> bool {
-    status_code(e) == Some(409)
+    status_code(e) == Some(409) && !is_already_exists(e)
+}
+
+/// 409 `AlreadyExists`: a creation whose name is taken (a name clash, not a stale read).
+pub fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists")
 }
 
 /// 422: the request is invalid — including a JSON patch whose `test` operation failed.
@@ -50,10 +55,18 @@ mod tests {
         kube::Error::Api(Box::new(Status::failure(message, "Reason").with_code(code)))
     }
 
+    fn already_exists() -> kube::Error {
+        kube::Error::Api(Box::new(
+            Status::failure("exists", "AlreadyExists").with_code(409),
+        ))
+    }
+
     #[test]
     fn classifies_by_status_code() {
         assert!(is_not_found(&api_error(404, "gone")));
         assert!(is_conflict(&api_error(409, "conflict")));
+        assert!(is_already_exists(&already_exists()) && !is_conflict(&already_exists()));
+        assert!(!is_already_exists(&api_error(409, "conflict")));
         assert!(is_invalid(&api_error(422, "test failed")));
         assert!(!is_not_found(&api_error(409, "conflict")));
         assert!(!is_conflict(&kube::Error::LinesCodecMaxLineLengthExceeded));

@@ -103,13 +103,6 @@ pub fn controller_client(
     Ok(builder.build())
 }
 
-/// A client whose every request fails at once (nothing listens on loopback's discard port): unit tests of
-/// controllers use it to prove that a sync makes no API call, and to see the calls it attempts fail.
-pub fn unreachable_client() -> Result<kube::Client, kube::Error> {
-    let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
-    kube::Client::try_from(config)
-}
-
 // ---- rate limit ----
 
 /// One controller's request budget: the token bucket its client's requests draw from (none when

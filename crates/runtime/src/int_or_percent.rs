@@ -25,7 +25,7 @@ pub enum IntOrPercentError {
     Missing,
     #[error("invalid value for IntOrString: invalid type: string is not a percentage")]
     NotAPercentage,
-    #[error("invalid value for IntOrString: invalid value {value:?}: {source}")]
+    #[error("invalid value for IntOrString: invalid value {value:?}")]
     BadNumber {
         value: String,
         #[source]

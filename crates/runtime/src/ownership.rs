@@ -16,8 +16,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ObjectMeta, Patch, PatchParams};
-use kube::{Api, Resource};
+use kube::Resource;
+use kube::api::{ObjectMeta, Patch};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -25,6 +25,7 @@ use crate::api_errors::{is_invalid, is_not_found};
 use crate::controller::key::ObjectKey;
 use crate::decisions;
 use crate::kinds::controller_ref;
+use crate::tracked_api::TrackedApi;
 
 /// The owner side of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,7 +125,7 @@ pub enum ClaimError {
         #[source]
         reason: AdoptionRefused,
     },
-    #[error("{action} {child} failed: {source}")]
+    #[error("{action} {child} failed")]
     Patch {
         action: &'static str,
         child: String,
@@ -136,7 +137,7 @@ pub enum ClaimError {
 /// Why the live re-check of an owner refused adoption.
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptionRefused {
-    #[error("reading the owner: {0}")]
+    #[error("reading the owner")]
     Read(#[source] kube::Error),
     #[error("the original {kind} is gone: got uid {got:?}, wanted {wanted:?}")]
     Replaced {
@@ -151,18 +152,19 @@ pub enum AdoptionRefused {
 /// Claims `candidates` for `owner` (see the module docs). `matches` is the owner's selector;
 /// `can_adopt` is the live re-check of the owner (a fresh GET: is it still there, same UID, not being
 /// deleted?), run at most once, before the first adoption. `api` is the children's API in the owner's
-/// namespace. Returns the claimed children, or the first error after trying every candidate.
+/// namespace, through which the adoptions and releases are recorded as the owner's writes. Returns the
+/// claimed children, or the first error after trying every candidate.
 ///
 /// upstream: ClaimObject (claimPods / ClaimPods, ClaimReplicaSets, ClaimControllerRevisions)
 pub async fn claim<K, M>(
-    api: &Api<K>,
+    api: &TrackedApi<K>,
     owner: &OwnerInfo,
     candidates: Vec<Arc<K>>,
     matches: M,
     can_adopt: impl AsyncFnOnce() -> Result<(), AdoptionRefused>,
 ) -> Result<Claimed<K>, ClaimError>
 where
-    K: Resource + Clone + Debug + DeserializeOwned,
+    K: Resource + Clone + Debug + DeserializeOwned + 'static,
     M: Fn(&K) -> bool,
 {
     let mut outcome = Claimed {
@@ -230,13 +232,7 @@ where
                 let Some(release) = release_patch(meta, &owner.uid) else {
                     continue;
                 };
-                let result = patch(api, &name, release).await;
-                decisions::wrote(
-                    "patch",
-                    format_args!("{name} (release)"),
-                    result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
-                );
-                match result {
+                match patch(api, &name, release).await {
                     Ok(_) => {
                         decisions::plan(format_args!(
                             "released {name}: its labels no longer match the selector"
@@ -262,38 +258,32 @@ where
     }
 }
 
-/// Patches `owner`'s controller reference onto the child, recording the write in the decision log.
+/// Patches `owner`'s controller reference onto the child.
 ///
 /// upstream: AdoptPod, AdoptReplicaSet
 async fn adopt<K>(
-    api: &Api<K>,
+    api: &TrackedApi<K>,
     name: &str,
     child: &ObjectMeta,
     owner: &OwnerInfo,
 ) -> Result<K, kube::Error>
 where
-    K: Resource + Clone + Debug + DeserializeOwned,
+    K: Resource + Clone + Debug + DeserializeOwned + 'static,
 {
-    let result = patch(api, name, adopt_patch(child, owner)).await;
-    decisions::wrote(
-        "patch",
-        format_args!("{name} (adopt)"),
-        result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
-    );
-    result
+    patch(api, name, adopt_patch(child, owner)).await
 }
 
 /// The second and last attempt at adopting a child whose guarded patch failed: reads it fresh and
 /// adopts it if it is still an orphan that matches; `Ok(None)` if it is gone or no longer qualifies,
 /// `Ok(Some)` with the child if it is ours now (adopted here, or already by a concurrent sync).
 async fn readopt<K, M>(
-    api: &Api<K>,
+    api: &TrackedApi<K>,
     name: &str,
     owner: &OwnerInfo,
     matches: &M,
 ) -> Result<Option<K>, kube::Error>
 where
-    K: Resource + Clone + Debug + DeserializeOwned,
+    K: Resource + Clone + Debug + DeserializeOwned + 'static,
     M: Fn(&K) -> bool,
 {
     let Some(fresh) = api.get_opt(name).await? else {
@@ -306,13 +296,16 @@ where
     }
 }
 
-async fn patch<K>(api: &Api<K>, name: &str, ops: serde_json::Value) -> Result<K, kube::Error>
+async fn patch<K>(
+    api: &TrackedApi<K>,
+    name: &str,
+    ops: serde_json::Value,
+) -> Result<K, kube::Error>
 where
-    K: Resource + Clone + Debug + DeserializeOwned,
+    K: Resource + Clone + Debug + DeserializeOwned + 'static,
 {
     let ops: json_patch::Patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
-    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(ops))
-        .await
+    api.patch(name, &Patch::<()>::Json(ops)).await
 }
 
 /// JSON patch adding `owner`'s controller reference, guarded by the child's UID and by the owner
@@ -564,7 +557,12 @@ mod tests {
         Vec<String>,
     ) {
         let (client, seen) = scripted_client(answers);
-        let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, "ns");
+        let api = TrackedApi::<k8s_openapi::api::core::v1::Pod>::namespaced(
+            client,
+            "pod",
+            &ObjectKey::new("ns", "owner"),
+            crate::consistency::ConsistencyStore::default(),
+        );
         let cached: k8s_openapi::api::core::v1::Pod =
             serde_json::from_value(pod_json("7", None)).unwrap();
         let result = claim(

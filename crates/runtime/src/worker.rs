@@ -16,7 +16,6 @@
 
 use std::backtrace::Backtrace;
 use std::cell::RefCell;
-use std::fmt::Display;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Once};
@@ -25,26 +24,54 @@ use futures::FutureExt;
 use mini_kcm_workqueue::{Wake, WorkQueue};
 use tracing::Instrument;
 
+use crate::api_errors::{is_conflict, is_namespace_terminating};
 use crate::controller::Requeue;
 use crate::controller::key::ObjectKey;
 use crate::counter::{Counter, CounterSpec};
 use crate::decisions::{DecidedBy, DecisionLog};
 use crate::inspect::SyncStats;
 
-/// An error a sync returns.
-pub trait SyncFailure: Display {
-    /// A routine retry (e.g. the cache has not caught up with our own writes yet, or a write conflict):
-    /// logged at debug rather than warn, and not a failed decision in the log.
+/// An error a sync returns. The three controllers' errors follow the same rules, decided from the API
+/// server's answer found in the error's chain of sources ([`SyncFailure::api_error`]).
+pub trait SyncFailure: std::error::Error {
+    /// A routine retry (e.g. the cache has not caught up with our own writes yet, or a write conflict:
+    /// the retry reads fresher objects): logged at debug rather than warn, and not a failed decision in
+    /// the log.
     fn is_routine(&self) -> bool {
-        false
+        self.api_error().is_some_and(is_conflict)
     }
 
     /// The failure ends the key's retries at once, without a warning (upstream's Deployment controller
     /// forgets a key whose namespace is being deleted: no write there can succeed, and the deletion
     /// brings the final event).
     fn forgets_the_key(&self) -> bool {
-        false
+        self.api_error().is_some_and(is_namespace_terminating)
     }
+
+    /// The API server's answer behind the failure: the first `kube::Error` in its chain of sources.
+    fn api_error(&self) -> Option<&kube::Error> {
+        let mut next = self.source();
+        while let Some(error) = next {
+            if let Some(api) = error.downcast_ref::<kube::Error>() {
+                return Some(api);
+            }
+            next = error.source();
+        }
+        None
+    }
+}
+
+/// An error and its sources, `outer: inner: innermost`, as logs and the decision log show a failure
+/// (the messages themselves never repeat their source).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+        next = source.source();
+    }
+    text
 }
 
 /// `<subsystem>_sync_panics_total`: syncs that panicked (each one was caught and its key requeued).
@@ -180,18 +207,19 @@ fn handle_outcome<E: SyncFailure>(
             return None;
         }
         Outcome::Failed(e) if e.forgets_the_key() => {
-            tracing::debug!(error = %e, "sync failed for good; forgetting the key");
+            tracing::debug!(error = %error_chain(&e), "sync failed for good; forgetting the key");
             queue.forget(key);
             return None;
         }
         Outcome::Failed(e) => {
+            let error = error_chain(&e);
             if e.is_routine() {
                 routine = true;
-                tracing::debug!(error = %e, retries, "sync failed (routine retry)");
+                tracing::debug!(%error, retries, "sync failed (routine retry)");
             } else {
-                tracing::warn!(error = %e, retries, "sync failed");
+                tracing::warn!(%error, retries, "sync failed");
             }
-            e.to_string()
+            error
         }
         Outcome::Panicked(panic) => {
             panics.inc();
@@ -266,6 +294,7 @@ fn caught(payload: &(dyn std::any::Any + Send)) -> CaughtPanic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Display;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
@@ -279,6 +308,7 @@ mod tests {
             f.write_str("never")
         }
     }
+    impl std::error::Error for Never {}
     impl SyncFailure for Never {}
 
     /// Waits (on paused time, so instantly) until `synced` holds `key`, or fails after an hour of
@@ -392,6 +422,7 @@ mod tests {
             f.write_str("namespace is being terminated")
         }
     }
+    impl std::error::Error for NamespaceGone {}
     impl SyncFailure for NamespaceGone {
         fn forgets_the_key(&self) -> bool {
             true

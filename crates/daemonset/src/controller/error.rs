@@ -1,5 +1,6 @@
-//! How a DaemonSet sync fails: [`SyncError`] (the key is requeued with backoff) and the failures of its
-//! history step ([`HistoryFailure`]).
+//! How a DaemonSet sync fails: [`SyncError`] (the key is requeued with backoff, for ever, as upstream)
+//! and the failures of its history step ([`HistoryFailure`]). Messages name the step; the API server's
+//! answer is the source.
 
 use mini_kcm_runtime::ownership::ClaimError;
 use mini_kcm_runtime::pods::control::PodWriteErrors;
@@ -10,20 +11,22 @@ use crate::update::UpdateError;
 /// Why a sync failed; the key is requeued with backoff (forever, as upstream).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error("claiming pods: {0}")]
+    #[error("claiming pods")]
     ClaimPods(#[source] ClaimError),
-    #[error("failed to construct revisions of DaemonSet: {0}")]
+    #[error("failed to construct revisions of DaemonSet")]
     History(#[from] HistoryFailure),
     #[error(transparent)]
     Manage(#[from] PodWriteErrors),
-    #[error("couldn't get unavailable numbers: {0}")]
+    #[error("couldn't get unavailable numbers")]
     RollingUpdate(#[from] UpdateError),
-    #[error("failed to clean up revisions of DaemonSet: {0}")]
+    #[error("failed to clean up revisions of DaemonSet")]
     Cleanup(#[source] kube::Error),
-    #[error("error storing status for DaemonSet: {0}")]
+    #[error("error storing status for DaemonSet")]
     Status(#[source] kube::Error),
 }
 
+/// The rules every controller's failures follow (`mini_kcm_runtime::worker::SyncFailure`): a write
+/// conflict is routine, a namespace being deleted ends the key.
 impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 
 /// Why the history could not be constructed.
@@ -31,55 +34,55 @@ impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 pub(crate) enum HistoryFailure {
     #[error(transparent)]
     Data(#[from] HistoryError),
-    #[error("creating ControllerRevision {name}: {source}")]
+    #[error("creating ControllerRevision {name}")]
     CreateRevision {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("reading ControllerRevision {name}: {source}")]
+    #[error("reading ControllerRevision {name}")]
     ReadRevision {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("labelling ControllerRevision {name}: {source}")]
+    #[error("labelling ControllerRevision {name}")]
     LabelRevision {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("renumbering ControllerRevision {name}: {source}")]
+    #[error("renumbering ControllerRevision {name}")]
     RenumberRevision {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("deleting ControllerRevision {name}: {source}")]
+    #[error("deleting ControllerRevision {name}")]
     DeleteRevision {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("reading DaemonSet {name}: {source}")]
+    #[error("reading DaemonSet {name}")]
     ReadDaemonSet {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("bumping the collisionCount of DaemonSet {name}: {source}")]
+    #[error("bumping the collisionCount of DaemonSet {name}")]
     BumpCollisionCount {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("relabelling pod {name}: {source}")]
+    #[error("relabelling pod {name}")]
     RelabelPod {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("claiming ControllerRevisions: {0}")]
+    #[error("claiming ControllerRevisions")]
     Claim(#[from] mini_kcm_runtime::ownership::ClaimError),
     #[error(
         "found a stale collision count ({cached:?}, expected {fresh:?}) of the DaemonSet; will retry until it is updated"

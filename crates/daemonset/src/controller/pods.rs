@@ -114,7 +114,7 @@ impl DaemonSetController {
                 s.expectations.creation_observed(snapshot.key);
                 Err(PodWriteError::Create {
                     node: Some(node_name.to_string()),
-                    source: e,
+                    error: e,
                 })
             }
         }
@@ -141,7 +141,7 @@ impl DaemonSetController {
                 } else {
                     Err(PodWriteError::Delete {
                         pod: name.to_string(),
-                        source: e,
+                        error: e,
                     })
                 }
             }

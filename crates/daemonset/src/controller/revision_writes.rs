@@ -13,14 +13,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Resource};
-use mini_kcm_runtime::api_errors::is_not_found;
+use kube::api::Patch;
+use mini_kcm_runtime::api_errors::{is_already_exists, is_not_found};
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::kinds::{CONTROLLER_UID_INDEX, orphan_index_value};
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 use serde_json::json;
 
 use super::DaemonSetController;
@@ -50,11 +50,11 @@ impl DaemonSetController {
         ds: &DaemonSetObject,
         owner: &OwnerInfo,
         selector: &Selector,
-        ds_api: &Api<DaemonSetObject>,
+        ds_api: &TrackedApi<DaemonSetObject>,
         pods: &mut [Arc<CachedPod>],
     ) -> Result<History, SyncError> {
         let s = self;
-        let api: Api<ControllerRevision> = Api::namespaced(s.core.client.clone(), &owner.namespace);
+        let api = s.core.api::<ControllerRevision>(key, "ControllerRevision");
         let mut candidates = s.revisions.by_index(CONTROLLER_UID_INDEX, &owner.uid);
         candidates.extend(
             s.revisions
@@ -70,7 +70,7 @@ impl DaemonSetController {
 
         let mut revisions = Vec::with_capacity(claimed.len());
         for revision in claimed {
-            revisions.push(self.ensure_hash_label(key, &api, revision).await?);
+            revisions.push(self.ensure_hash_label(&api, revision).await?);
         }
         let data = revision_data(ds).map_err(HistoryFailure::from)?;
         let (current, old): (Vec<_>, Vec<_>) = revisions
@@ -81,7 +81,7 @@ impl DaemonSetController {
 
         let current = match current.as_slice() {
             [] => Arc::new(
-                self.snapshot(key, ds, &data, next_revision, owner, ds_api)
+                self.snapshot(&api, ds, &data, next_revision, owner, ds_api)
                     .await?,
             ),
             [only] => only.clone(),
@@ -101,13 +101,12 @@ impl DaemonSetController {
                 "revision": next_revision,
             });
             let renumbered = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&name, &Patch::Merge(&patch))
                 .await
                 .map_err(|source| HistoryFailure::RenumberRevision {
                     name: name.clone(),
                     source,
                 })?;
-            self.record_revision_write(key, &renumbered);
             Arc::new(renumbered)
         } else {
             current
@@ -119,8 +118,7 @@ impl DaemonSetController {
     /// recompute a hash, so hash collisions cannot matter for them).
     async fn ensure_hash_label(
         &self,
-        key: &ObjectKey,
-        api: &Api<ControllerRevision>,
+        api: &TrackedApi<ControllerRevision>,
         revision: Arc<ControllerRevision>,
     ) -> Result<Arc<ControllerRevision>, SyncError> {
         let labelled = revision
@@ -139,13 +137,12 @@ impl DaemonSetController {
             }
         });
         let stored = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(&name, &Patch::Merge(&patch))
             .await
             .map_err(|source| HistoryFailure::LabelRevision {
                 name: name.clone(),
                 source,
             })?;
-        self.record_revision_write(key, &stored);
         Ok(Arc::new(stored))
     }
 
@@ -154,34 +151,23 @@ impl DaemonSetController {
     /// name) and fails this sync.
     async fn snapshot(
         &self,
-        key: &ObjectKey,
+        api: &TrackedApi<ControllerRevision>,
         ds: &DaemonSetObject,
         data: &[u8],
         revision_number: i64,
         owner: &OwnerInfo,
-        ds_api: &Api<DaemonSetObject>,
+        ds_api: &TrackedApi<DaemonSetObject>,
     ) -> Result<ControllerRevision, SyncError> {
-        let s = self;
         let revision = build_revision(ds, data, revision_number, owner.controller_reference())
             .map_err(HistoryFailure::from)?;
         let name = revision.metadata.name.clone().unwrap_or_default();
         let body = revision_create_body(&revision, data).map_err(HistoryFailure::from)?;
-        let request =
-            kube::core::Request::new(ControllerRevision::url_path(&(), Some(&owner.namespace)))
-                .create(&PostParams::default(), body)
-                .map_err(|e| HistoryFailure::CreateRevision {
-                    name: name.clone(),
-                    source: kube::Error::BuildRequest(e),
-                })?;
-        match s.core.client.request::<ControllerRevision>(request).await {
+        match api.create_raw(body).await {
             Ok(created) => {
                 tracing::info!(revision = %name, number = revision_number, "created ControllerRevision");
-                self.record_revision_write(key, &created);
                 Ok(created)
             }
             Err(e) if is_already_exists(&e) => {
-                let api: Api<ControllerRevision> =
-                    Api::namespaced(s.core.client.clone(), &owner.namespace);
                 let existing =
                     api.get(&name)
                         .await
@@ -206,7 +192,7 @@ impl DaemonSetController {
     async fn bump_collision_count(
         &self,
         ds: &DaemonSetObject,
-        ds_api: &Api<DaemonSetObject>,
+        ds_api: &TrackedApi<DaemonSetObject>,
         revision_name: &str,
     ) -> Result<ControllerRevision, SyncError> {
         let ds_name = ds.metadata.name.as_deref().unwrap_or_default();
@@ -231,7 +217,7 @@ impl DaemonSetController {
         let count = cached.unwrap_or(0).saturating_add(1);
         status.collision_count = Some(count);
         ds_api
-            .replace_status(ds_name, &PostParams::default(), &fresh)
+            .replace_status(ds_name, &fresh)
             .await
             .map_err(|source| HistoryFailure::BumpCollisionCount {
                 name: ds_name.to_string(),
@@ -258,7 +244,7 @@ impl DaemonSetController {
     async fn dedup(
         &self,
         key: &ObjectKey,
-        api: &Api<ControllerRevision>,
+        api: &TrackedApi<ControllerRevision>,
         current: &[Arc<ControllerRevision>],
         pods: &mut [Arc<CachedPod>],
     ) -> Result<Arc<ControllerRevision>, SyncError> {
@@ -268,8 +254,7 @@ impl DaemonSetController {
             unreachable!("dedup is only called with two or more revisions")
         };
         let keep_hash = plan.keep_hash().to_string();
-        let namespace = plan.keep.metadata.namespace.clone().unwrap_or_default();
-        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), &namespace);
+        let pods_api = s.core.api::<CachedPod>(key, "pod");
         let to_relabel: HashSet<String> = plan
             .pods_to_relabel(pods.iter().map(AsRef::as_ref))
             .into_iter()
@@ -284,23 +269,18 @@ impl DaemonSetController {
                 continue;
             };
             let patched = pods_api
-                .patch(
-                    pod_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&relabel_pod_patch(&keep_hash)),
-                )
+                .patch(pod_name, &Patch::Merge(&relabel_pod_patch(&keep_hash)))
                 .await
                 .map_err(|source| HistoryFailure::RelabelPod {
                     name: pod_name.clone(),
                     source,
                 })?;
-            s.core.consistency.record_write(key, &patched);
             *pod = Arc::new(patched);
         }
         for duplicate in &plan.delete {
             let name = duplicate.metadata.name.as_deref().unwrap_or_default();
             tracing::info!(revision = name, keep = %keep_hash, "deleting a duplicate ControllerRevision");
-            match api.delete(name, &DeleteParams::default()).await {
+            match api.delete(name).await {
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(source) => {
@@ -336,8 +316,9 @@ impl DaemonSetController {
         let with_deleted_terminal = group_pods_by_node(pods.iter().map(AsRef::as_ref), true);
         let live = live_hashes(with_deleted_terminal.values().flatten().copied());
         let old_refs: Vec<&ControllerRevision> = old.iter().map(AsRef::as_ref).collect();
-        let api: Api<ControllerRevision> =
-            Api::namespaced(s.core.client.clone(), &snapshot.owner.namespace);
+        let api = s
+            .core
+            .api::<ControllerRevision>(snapshot.key, "ControllerRevision");
         for revision in revisions_to_clean_up(&old_refs, &live, limit) {
             let name = revision.metadata.name.as_deref().unwrap_or_default();
             tracing::info!(
@@ -346,7 +327,7 @@ impl DaemonSetController {
                 limit,
                 "deleting an old ControllerRevision"
             );
-            match api.delete(name, &DeleteParams::default()).await {
+            match api.delete(name).await {
                 Ok(_) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(SyncError::Cleanup(e)),
@@ -354,13 +335,4 @@ impl DaemonSetController {
         }
         Ok(())
     }
-
-    fn record_revision_write(&self, key: &ObjectKey, revision: &ControllerRevision) {
-        self.core.consistency.record_write(key, revision);
-    }
-}
-
-/// 409 `AlreadyExists` (a 409 may also be a write conflict, which is not a name clash).
-fn is_already_exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
 }

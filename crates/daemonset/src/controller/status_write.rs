@@ -7,8 +7,7 @@
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::PostParams;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use mini_kcm_runtime::controller::{Requeue, wake};
 
@@ -28,7 +27,7 @@ impl DaemonSetController {
     pub(crate) async fn update_status(
         &self,
         snapshot: &Snapshot<'_>,
-        ds_api: &Api<DaemonSetObject>,
+        ds_api: &TrackedApi<DaemonSetObject>,
         update_observed_generation: bool,
     ) -> Result<Requeue, SyncError> {
         let s = self;
@@ -44,7 +43,7 @@ impl DaemonSetController {
         let due = status_to_store(snapshot.ds, &report.counts, update_observed_generation);
         if let Some(status) = due.filter(|_| !s.core.status_writes.defer(snapshot.key)) {
             tracing::debug!(counts = ?report.counts, "updating status");
-            let stored = store_status(
+            store_status(
                 ds_api,
                 snapshot.ds,
                 status,
@@ -53,9 +52,6 @@ impl DaemonSetController {
             )
             .await
             .map_err(SyncError::Status)?;
-            if stored.metadata.resource_version != snapshot.ds.metadata.resource_version {
-                s.core.consistency.record_write(snapshot.key, &stored);
-            }
         }
         // Ready pods become available at a known moment: look again then (a surged pod's availability is
         // what lets the rolling update delete the old one), or after upstream's minReadySeconds fallback.
@@ -73,7 +69,7 @@ impl DaemonSetController {
 /// PUTs `status` on the cached DaemonSet; if that fails, reads the DaemonSet fresh, applies the counts
 /// to its status and tries once more. Returns the DaemonSet as stored.
 async fn store_status(
-    api: &Api<DaemonSetObject>,
+    api: &TrackedApi<DaemonSetObject>,
     ds: &DaemonSetObject,
     status: k8s_openapi::api::apps::v1::DaemonSetStatus,
     counts: &StatusCounts,
@@ -84,10 +80,7 @@ async fn store_status(
     target.status = Some(status);
     let mut attempt = 0;
     loop {
-        match api
-            .replace_status(&name, &PostParams::default(), &target)
-            .await
-        {
+        match api.replace_status(&name, &target).await {
             Ok(stored) => return Ok(stored),
             Err(e) if attempt >= STATUS_UPDATE_RETRIES => return Err(e),
             Err(e) => {

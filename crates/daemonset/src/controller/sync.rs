@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
@@ -49,7 +49,6 @@ impl DaemonSetController {
     ) -> Result<Requeue, SyncError> {
         let s = self;
         let started = std::time::Instant::now();
-        let namespace = key.namespace();
         let ds = without_unmaintained_template_generation(ds, s.core.options.family);
         let selector = match Selector::from_label_selector(&ds.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
@@ -78,9 +77,8 @@ impl DaemonSetController {
         let nodes = s.nodes.list();
         let placement = s.placements.get(&ds);
         let owner = OwnerInfo::of(ds.as_ref(), &s.core.resource);
-        let ds_api: Api<DaemonSetObject> =
-            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
-        let mut pods = self.claim_pods(&ds, &owner, &selector, &ds_api).await?;
+        let ds_api = s.core.own_api(key);
+        let mut pods = self.claim_pods(key, &ds, &owner, &selector, &ds_api).await?;
         let History { current, old } = self
             .construct_history(key, &ds, &owner, &selector, &ds_api, &mut pods)
             .await?;
@@ -227,14 +225,15 @@ impl DaemonSetController {
     /// index, claimed by the selector. Terminal pods are claimed too (manage deletes them).
     async fn claim_pods(
         &self,
+        key: &ObjectKey,
         ds: &DaemonSetObject,
         owner: &OwnerInfo,
         selector: &Selector,
-        ds_api: &Api<DaemonSetObject>,
+        ds_api: &TrackedApi<DaemonSetObject>,
     ) -> Result<Vec<Arc<CachedPod>>, SyncError> {
         let s = self;
         let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
-        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), &owner.namespace);
+        let pods_api = s.core.api::<CachedPod>(key, "pod");
         let matches = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         let claimed = claim(&pods_api, owner, candidates, matches, || {
             s.core.objects.recheck(ds_api, ds)

@@ -22,7 +22,7 @@ use crate::test_fixtures::{labels, new_ds, new_node};
 use mini_kcm_runtime::controller::{Requeue, SyncKeyError, sync_key};
 
 fn controller() -> Arc<DaemonSetController> {
-    offline_controller()
+    offline_controller(&mini_kcm_runtime::recorded_api::RecordedApi::new())
 }
 
 fn controller_ref(ds: &DaemonSetObject) -> OwnerReference {
@@ -345,7 +345,7 @@ async fn feature_gates_reach_placement_and_read_your_own_writes() {
     let with = |gates: FeatureGates| -> Arc<DaemonSetController> {
         let mut options = ControllerOptions::new(ApiFamily::Apps, 1);
         options.features = gates;
-        offline_controller_with(options)
+        offline_controller_with(&mini_kcm_runtime::recorded_api::RecordedApi::new(), options)
     };
     let default = controller();
     assert!(!default.placements.get(&ds).evaluate(&node).should_run);

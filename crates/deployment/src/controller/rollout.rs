@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use mini_kcm_runtime::api_errors::{error_message, is_conflict, is_not_found};
+use kube::api::Patch;
+use mini_kcm_runtime::api_errors::{error_message, is_already_exists, is_not_found};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::{EventType, object_reference};
 use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
 use mini_kcm_runtime::ownership::OwnerInfo;
 use mini_kcm_runtime::pods::cached::CachedPod;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 use serde_json::json;
 
 use super::DeploymentController;
@@ -48,29 +48,16 @@ use crate::status::{
 };
 use crate::strategy::{max_surge, max_unavailable};
 
-/// Notes a write and its result in the sync's decision.
-fn record_write<T>(
-    verb: &'static str,
-    object: std::fmt::Arguments<'_>,
-    result: &Result<T, kube::Error>,
-) {
-    decisions::wrote(
-        verb,
-        object,
-        result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
-    );
-}
-
 pub(crate) struct Rollout<'a> {
     c: &'a DeploymentController,
-    /// The Deployment's key, under which its writes are recorded for read-your-own-writes.
+    /// The Deployment's key (whose writes the APIs record; a status write may be left to its next sync).
     key: &'a ObjectKey,
     /// The Deployment as last read or written.
     pub(crate) d: DeploymentObject,
     /// Its claimed ReplicaSets as last read or written.
     pub(crate) rss: Vec<ReplicaSetObject>,
-    d_api: Api<DeploymentObject>,
-    rs_api: Api<ReplicaSetObject>,
+    d_api: TrackedApi<DeploymentObject>,
+    rs_api: TrackedApi<ReplicaSetObject>,
 }
 
 impl<'a> Rollout<'a> {
@@ -79,8 +66,8 @@ impl<'a> Rollout<'a> {
         key: &'a ObjectKey,
         d: DeploymentObject,
         rss: Vec<ReplicaSetObject>,
-        d_api: Api<DeploymentObject>,
-        rs_api: Api<ReplicaSetObject>,
+        d_api: TrackedApi<DeploymentObject>,
+        rs_api: TrackedApi<ReplicaSetObject>,
     ) -> Self {
         Rollout {
             c,
@@ -163,14 +150,9 @@ impl<'a> Rollout<'a> {
         let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
         let rs_name = name(&rs.metadata).to_string();
         let revision_of_new = revision(&rs.metadata).unwrap_or(0);
-        let result = self.rs_api.create(&PostParams::default(), &rs).await;
-        record_write("create", format_args!("ReplicaSet {rs_name}"), &result);
-        let (created_rs, created) = match result {
-            Ok(created_rs) => {
-                s.core.consistency.record_write(self.key, &created_rs);
-                (created_rs, true)
-            }
-            Err(e) if is_conflict(&e) => {
+        let (created_rs, created) = match self.rs_api.create(&rs).await {
+            Ok(created_rs) => (created_rs, true),
+            Err(e) if is_already_exists(&e) => {
                 // Already exists: our own earlier create whose event we have not seen, or a hash
                 // collision with a ReplicaSet of another template.
                 let found = self
@@ -252,16 +234,14 @@ impl<'a> Rollout<'a> {
 
     async fn replace_rs(&mut self, rs: ReplicaSetObject) -> Result<ReplicaSetObject, SyncError> {
         let rs_name = name(&rs.metadata).to_string();
-        let result = self
+        let stored = self
             .rs_api
-            .replace(&rs_name, &PostParams::default(), &rs)
-            .await;
-        record_write("update", format_args!("ReplicaSet {rs_name}"), &result);
-        let stored = result.map_err(|source| SyncError::UpdateReplicaSet {
-            name: rs_name.clone(),
-            source,
-        })?;
-        self.c.core.consistency.record_write(self.key, &stored);
+            .replace(&rs_name, &rs)
+            .await
+            .map_err(|source| SyncError::UpdateReplicaSet {
+                name: rs_name.clone(),
+                source,
+            })?;
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
         }
@@ -336,17 +316,11 @@ impl<'a> Rollout<'a> {
                 "resourceVersion": self.d.metadata.resource_version,
                 "annotations": changes,
             }});
-            let result = self
+            self.d = self
                 .d_api
-                .patch(&d_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await;
-            record_write(
-                "patch",
-                format_args!("Deployment {d_name} annotations"),
-                &result,
-            );
-            self.d = result.map_err(SyncError::UpdateAnnotations)?;
-            self.c.core.consistency.record_write(self.key, &self.d);
+                .patch(&d_name, &Patch::Merge(&patch))
+                .await
+                .map_err(SyncError::UpdateAnnotations)?;
         }
         if status_needs_write(self.d.status.as_ref(), &new_status) {
             let mut target = self.d.clone();
@@ -359,17 +333,11 @@ impl<'a> Rollout<'a> {
     /// One update of the status subresource with `target` (for apps/v1, its annotations too).
     async fn replace_status(&mut self, target: DeploymentObject) -> Result<(), SyncError> {
         let d_name = self.d_name();
-        let result = self
+        self.d = self
             .d_api
-            .replace_status(&d_name, &PostParams::default(), &target)
-            .await;
-        record_write(
-            "update",
-            format_args!("Deployment {d_name} status"),
-            &result,
-        );
-        self.d = result.map_err(SyncError::UpdateStatus)?;
-        self.c.core.consistency.record_write(self.key, &self.d);
+            .replace_status(&d_name, &target)
+            .await
+            .map_err(SyncError::UpdateStatus)?;
         Ok(())
     }
 
@@ -679,13 +647,11 @@ impl<'a> Rollout<'a> {
     /// A full update of the Deployment (spec and metadata), as a rollback needs.
     async fn replace_deployment(&mut self, d: DeploymentObject) -> Result<(), SyncError> {
         let d_name = self.d_name();
-        let result = self
+        self.d = self
             .d_api
-            .replace(&d_name, &PostParams::default(), &d)
-            .await;
-        record_write("update", format_args!("Deployment {d_name}"), &result);
-        self.d = result.map_err(SyncError::UpdateDeployment)?;
-        self.c.core.consistency.record_write(self.key, &self.d);
+            .replace(&d_name, &d)
+            .await
+            .map_err(SyncError::UpdateDeployment)?;
         Ok(())
     }
 
@@ -701,9 +667,7 @@ impl<'a> Rollout<'a> {
                 "deleting old ReplicaSet {rs_name}: beyond revisionHistoryLimit {}",
                 self.d.spec.revision_history_limit.unwrap_or(10)
             ));
-            let result = self.rs_api.delete(&rs_name, &DeleteParams::default()).await;
-            record_write("delete", format_args!("ReplicaSet {rs_name}"), &result);
-            match result {
+            match self.rs_api.delete(&rs_name).await {
                 Ok(_) => self.rss.retain(|r| name(&r.metadata) != rs_name),
                 Err(e) if is_not_found(&e) => {}
                 Err(source) => {

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
@@ -24,6 +23,7 @@ use mini_kcm_runtime::kinds::{
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use super::DeploymentController;
 use super::error::SyncError;
@@ -45,12 +45,9 @@ impl DeploymentController {
         cached: Arc<DeploymentObject>,
     ) -> Result<Requeue, SyncError> {
         let s = self;
-        let namespace = key.namespace();
         let d: DeploymentObject = (*cached).clone();
-        let d_api: Api<DeploymentObject> =
-            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
-        let rs_api: Api<ReplicaSetObject> =
-            Api::namespaced_with(s.core.client.clone(), namespace, &s.rs_resource);
+        let d_api = s.core.own_api(key);
+        let rs_api = s.core.api_with::<ReplicaSetObject>(key, &s.rs_resource, "ReplicaSet");
         let regarding = object_reference(&d, &s.core.resource);
 
         let selector = match Selector::from_label_selector(&d.spec.selector) {
@@ -152,8 +149,8 @@ impl DeploymentController {
     async fn claim_replica_sets(
         &self,
         d: &DeploymentObject,
-        d_api: &Api<DeploymentObject>,
-        rs_api: &Api<ReplicaSetObject>,
+        d_api: &TrackedApi<DeploymentObject>,
+        rs_api: &TrackedApi<ReplicaSetObject>,
         selector: &Selector,
     ) -> Result<Vec<ReplicaSetObject>, SyncError> {
         let s = self;

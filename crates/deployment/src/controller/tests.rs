@@ -18,7 +18,7 @@ use crate::testutil::{deployment, recreate, rs_for};
 use crate::{DeploymentObject, ReplicaSetObject};
 
 fn controller() -> Arc<DeploymentController> {
-    offline_controller()
+    offline_controller(&mini_kcm_runtime::recorded_api::RecordedApi::new())
 }
 
 fn controlled_by(meta: &mut ObjectMeta, api_version: &str, kind: &str, name: &str, uid: &str) {

@@ -2,15 +2,17 @@
 //! It executes the pure decisions of this crate ([`crate::plan`], [`crate::status`]) against the API
 //! server.
 //!
+//! - [`error`]: how a sync fails;
 //! - [`handlers`]: informer events → ReplicaSet keys, and expectation bookkeeping;
 //! - [`sync`]: `syncReplicaSet` — claim pods, plan, create or delete, write the status;
 //! - [`status_write`]: the status write with one retry.
 
+mod error;
 mod handlers;
 mod status_write;
 mod sync;
 
-pub(crate) use sync::SyncError;
+pub(crate) use error::SyncError;
 #[cfg(test)]
 mod tests;
 

@@ -3,9 +3,8 @@
 //! `updateReplicaSetStatus`).
 
 use k8s_openapi::api::apps::v1::ReplicaSetStatus;
-use kube::Api;
-use kube::api::PostParams;
 use mini_kcm_runtime::kinds::{ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use crate::status::status_changed;
 
@@ -14,7 +13,7 @@ use crate::status::status_changed;
 /// Uses the cached object's resourceVersion; on failure reads the ReplicaSet fresh and retries once
 /// (upstream's `statusUpdateRetries = 1`). Returns the ReplicaSet as stored.
 pub(super) async fn update_status(
-    api: &Api<ReplicaSetObject>,
+    api: &TrackedApi<ReplicaSetObject>,
     rs: &ReplicaSetObject,
     mut new: StatusWithSelector<ReplicaSetStatus>,
     defer: impl FnOnce() -> bool,
@@ -33,10 +32,7 @@ pub(super) async fn update_status(
             available = new.available_replicas,
             "updating status"
         );
-        match api
-            .replace_status(&name, &PostParams::default(), &target)
-            .await
-        {
+        match api.replace_status(&name, &target).await {
             Ok(stored) => return Ok(stored),
             Err(e) if attempt == 0 => {
                 tracing::debug!(error = %e, "status update failed; retrying once with a fresh read");

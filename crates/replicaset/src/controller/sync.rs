@@ -14,7 +14,6 @@ use std::time::Duration;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
 use mini_kcm_runtime::api_errors::{error_message, is_not_found};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, wake};
 use mini_kcm_runtime::decisions;
@@ -24,7 +23,7 @@ use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
-use mini_kcm_runtime::ownership::{ClaimError, OwnerInfo, claim};
+use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
@@ -35,23 +34,11 @@ use mini_kcm_runtime::slow_start::{
 };
 
 use super::ReplicaSetController;
+use super::error::SyncError;
 use super::status_write::update_status;
 use crate::BURST_REPLICAS;
 use crate::plan::{ReplicaPlan, deletion_age_ratios, plan_replicas};
 use crate::status::{ManageFailure, calculate_status};
-
-/// Why a sync failed; the key is requeued with backoff.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SyncError {
-    #[error("claiming pods: {0}")]
-    Claim(#[from] ClaimError),
-    #[error(transparent)]
-    Manage(#[from] ManageFailure),
-    #[error("updating the status: {0}")]
-    Status(#[source] kube::Error),
-}
-
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
 
 impl ReplicaSetController {
     /// One sync of one ReplicaSet; the steps are in the module header.
@@ -97,9 +84,8 @@ impl ReplicaSetController {
             .filter(|p| is_pod_active(p))
             .collect();
         let owner = OwnerInfo::of(rs.as_ref(), &s.core.resource);
-        let pods_api: Api<CachedPod> = Api::namespaced(s.core.client.clone(), namespace);
-        let sets_api: Api<ReplicaSetObject> =
-            Api::namespaced_with(s.core.client.clone(), namespace, &s.core.resource);
+        let pods_api = s.core.api::<CachedPod>(key, "pod");
+        let sets_api = s.core.own_api(key);
         let recheck_owner = || s.core.objects.recheck(&sets_api, &rs);
         let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
             .await?
@@ -151,9 +137,6 @@ impl ReplicaSetController {
         let stored = update_status(&sets_api, &rs, status, || s.core.status_writes.defer(key))
             .await
             .map_err(SyncError::Status)?;
-        if stored.metadata.resource_version != rs.metadata.resource_version {
-            s.core.consistency.record_write(key, &stored);
-        }
         tracing::debug!(elapsed = ?started.elapsed(), "synced");
         if let Some(failure) = failure {
             return Err(failure.into());

@@ -22,7 +22,7 @@ use super::{ReplicaSetController, SyncError};
 use mini_kcm_runtime::controller::{Requeue, SyncKeyError, sync_key};
 
 fn controller() -> Arc<ReplicaSetController> {
-    offline_controller()
+    offline_controller(&mini_kcm_runtime::recorded_api::RecordedApi::new())
 }
 
 fn labels(app: &str) -> BTreeMap<String, String> {
@@ -343,14 +343,14 @@ async fn the_consistency_gate_switches_read_your_own_writes() {
             ReplicaSetSpec::default(),
         )
     };
-    let on: Arc<ReplicaSetController> = offline_controller();
+    let on: Arc<ReplicaSetController> = offline_controller(&mini_kcm_runtime::recorded_api::RecordedApi::new());
     on.core.consistency.record_write(&owner, &written);
     assert!(!on.core.consistency.is_ready(&owner));
 
     let mut options = ControllerOptions::new(ApiFamily::Apps, 1);
     options.features =
         FeatureGates::default().with(Feature::StaleControllerConsistencyReplicaSet, false);
-    let off: Arc<ReplicaSetController> = offline_controller_with(options);
+    let off: Arc<ReplicaSetController> = offline_controller_with(&mini_kcm_runtime::recorded_api::RecordedApi::new(), options);
     off.core.consistency.record_write(&owner, &written);
     assert!(off.core.consistency.is_ready(&owner));
 }

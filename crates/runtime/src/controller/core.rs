@@ -34,6 +34,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
+use kube::core::{DynamicResourceScope, NamespaceResourceScope};
 use kube::discovery::ApiResource;
 use kube::{Client, Resource};
 use mini_kcm_workqueue::{Priorities, Wake, WorkQueue, controller_rate_limiter};
@@ -54,6 +55,7 @@ use crate::metrics::ControllerMetrics;
 use crate::pods::cached::CachedPod;
 use crate::pods::ranking::is_pod_ready;
 use crate::status_writes::StatusWrites;
+use crate::tracked_api::TrackedApi;
 use crate::worker::{SyncFailure, Workers, run_workers};
 
 /// The per-key cap of client-go's `DefaultControllerRateLimiter`.
@@ -121,8 +123,9 @@ pub struct ControllerCore<K: Resource> {
     pub by: DecidedBy,
     /// The kind and API group of the objects it manages.
     pub resource: ApiResource,
-    /// The controller's own (rate-limited) client.
-    pub client: Client,
+    /// The controller's own (rate-limited) client. Writes go through [`ControllerCore::own_api`] and
+    /// its siblings, which record them.
+    client: Client,
     /// The objects it manages, as a cache and as the owners of their children.
     pub objects: Owners<K>,
     pub queue: WorkQueue<ObjectKey>,
@@ -195,6 +198,48 @@ where
         C: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     {
         self.consistency.track(children);
+    }
+
+    /// The API of its own objects, for the sync of `owner`: every write through it is recorded for that
+    /// sync (`crate::tracked_api`).
+    pub fn own_api(&self, owner: &ObjectKey) -> TrackedApi<K>
+    where
+        K: Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
+    {
+        self.api_with(owner, &self.resource, self.by.kind)
+    }
+
+    /// The API of a kind with a static type (`Pod`, `ControllerRevision`, the pods' cached view), named
+    /// `noun` in the decision log, for the sync of `owner` (see [`ControllerCore::own_api`]).
+    pub fn api<C>(&self, owner: &ObjectKey, noun: &'static str) -> TrackedApi<C>
+    where
+        C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + 'static,
+    {
+        TrackedApi::namespaced(self.client.clone(), noun, owner, self.consistency.clone())
+    }
+
+    /// The API of a workload kind of either family (`dt`), named `noun` in the decision log, for the
+    /// sync of `owner` (see [`ControllerCore::own_api`]).
+    pub fn api_with<C>(
+        &self,
+        owner: &ObjectKey,
+        dt: &C::DynamicType,
+        noun: &'static str,
+    ) -> TrackedApi<C>
+    where
+        C: Resource<Scope = DynamicResourceScope> + Clone + Debug + DeserializeOwned + 'static,
+    {
+        TrackedApi::namespaced_with(
+            self.client.clone(),
+            dt,
+            noun,
+            owner,
+            self.consistency.clone(),
+        )
     }
 
     /// Queues the key of `object`, saying why (see `super::wake`).
@@ -375,6 +420,16 @@ impl<E: Display> Display for SyncKeyError<E> {
                 "the caches have not yet observed this {kind} controller's own writes"
             ),
             SyncKeyError::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+/// As the controller's error itself (its message, then its sources), so the chain is printed once.
+impl<E: SyncFailure> std::error::Error for SyncKeyError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SyncKeyError::StaleCache { .. } => None,
+            SyncKeyError::Failed(e) => e.source(),
         }
     }
 }

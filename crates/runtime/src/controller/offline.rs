@@ -1,31 +1,29 @@
 //! A controller without a server, for the controllers' unit tests: built on caches filled by hand
-//! (`cache_insert`) with a client that reaches no server, so a test drives its handlers and syncs and sees
-//! every API call it attempts fail; and the keys its handlers queued, to check who was woken.
+//! (`cache_insert`, or [`RecordedApi::feed`]) with a client that reaches a [`RecordedApi`], so a test
+//! drives its handlers and a whole sync and asserts the API calls it made (upstream's fake clientset);
+//! and the keys its handlers queued, to check who was woken.
 
 use std::sync::Arc;
 
 use super::core::built;
 use super::{ControllerCore, ControllerOptions, ObjectKey, Reconcile};
-use crate::client::unreachable_client;
 use crate::informers::SharedInformers;
 use crate::kinds::ApiFamily;
 use crate::metrics::ControllerMetrics;
+use crate::recorded_api::RecordedApi;
 
-/// One instance of `R`, its handlers registered, on caches filled by hand and a client that reaches no
-/// server.
-///
-/// # Panics
-/// If the unreachable client cannot be built (a broken TLS set-up): tests only.
-pub fn offline_controller<R: Reconcile>() -> Arc<R> {
-    offline_controller_with(ControllerOptions::new(ApiFamily::Apps, 1))
+/// One instance of `R` (`apps/v1`, one worker), its handlers registered, on caches filled by hand and a
+/// client whose requests `api` answers and records.
+pub fn offline_controller<R: Reconcile>(api: &RecordedApi) -> Arc<R> {
+    offline_controller_with(api, ControllerOptions::new(ApiFamily::Apps, 1))
 }
 
-/// [`offline_controller`] with other options (e.g. a feature gate turned over).
-///
-/// # Panics
-/// If the unreachable client cannot be built (a broken TLS set-up): tests only.
-pub fn offline_controller_with<R: Reconcile>(options: ControllerOptions) -> Arc<R> {
-    let client = unreachable_client().expect("a client for loopback's discard port");
+/// [`offline_controller`] with other options (the other API family, a feature gate turned over).
+pub fn offline_controller_with<R: Reconcile>(
+    api: &RecordedApi,
+    options: ControllerOptions,
+) -> Arc<R> {
+    let client = api.client();
     let informers = SharedInformers::new(client.clone(), None);
     built(
         &informers,

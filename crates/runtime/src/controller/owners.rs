@@ -17,12 +17,13 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
 use kube::discovery::ApiResource;
-use kube::{Api, Resource};
+use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::informers::Informer;
 use crate::kinds::controller_ref;
 use crate::ownership::AdoptionRefused;
+use crate::tracked_api::TrackedApi;
 use crate::selector::Selector;
 
 /// The owners of one kind (and family) as a controller sees them: its cache of them and how to read
@@ -127,7 +128,7 @@ where
 
     /// The uncached re-check before adopting for `owner`: a fresh GET through `api` (the owner's
     /// namespace) must find the same UID, not being deleted.
-    pub async fn recheck(&self, api: &Api<K>, owner: &K) -> Result<(), AdoptionRefused> {
+    pub async fn recheck(&self, api: &TrackedApi<K>, owner: &K) -> Result<(), AdoptionRefused> {
         let name = owner.meta().name.as_deref().unwrap_or_default();
         let fresh = api.get(name).await.map_err(AdoptionRefused::Read)?;
         if fresh.meta().uid != owner.meta().uid {

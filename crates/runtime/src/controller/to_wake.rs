@@ -82,13 +82,12 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
     use super::*;
-    use crate::client::unreachable_client;
     use crate::informers::SharedInformers;
     use crate::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind, workload_informer};
 
     /// ReplicaSets `web` (selects app=web), `web-2` (app=web too) and `db` (app=db) in `ns`.
     fn owners() -> Owners<ReplicaSetObject> {
-        let client = unreachable_client().unwrap();
+        let client = crate::recorded_api::RecordedApi::new().client();
         let informers = SharedInformers::new(client, None);
         let resource = WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps);
         let cache = workload_informer(&informers, WorkloadKind::ReplicaSet, ApiFamily::Apps);

@@ -3,16 +3,16 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
-use kube::{Api, Client, Resource};
+use kube::Client;
+use kube::api::ObjectMeta;
 
 use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
 use crate::consistency::ConsistencyStore;
 use crate::controller::key::ObjectKey;
-use crate::decisions;
 use crate::events::EventRecorder;
 use crate::ownership::OwnerInfo;
 use crate::pods::cached::CachedPod;
+use crate::tracked_api::TrackedApi;
 
 /// The longest name (and so `generateName` prefix) the API server accepts for a pod.
 const MAX_NAME_LENGTH: usize = 253;
@@ -41,22 +41,19 @@ impl PodControlError {
     }
 }
 
-/// A pod write of a controller's sync that failed, as its error message and event say it.
+/// A pod write of a controller's sync that failed, as its error message and event say it: the API
+/// server's message is part of it (several are reported together, see [`PodWriteErrors`]), so the error
+/// is not also a source.
 #[derive(Debug, thiserror::Error)]
 pub enum PodWriteError {
-    #[error("creating a pod{}: {}", on_node(.node.as_deref()), .source.message())]
+    #[error("creating a pod{}: {}", on_node(.node.as_deref()), .error.message())]
     Create {
         /// The node the pod was pinned to (DaemonSets).
         node: Option<String>,
-        #[source]
-        source: PodControlError,
+        error: PodControlError,
     },
-    #[error("deleting pod {pod}: {}", error_message(.source))]
-    Delete {
-        pod: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error("deleting pod {pod}: {}", error_message(.error))]
+    Delete { pod: String, error: kube::Error },
 }
 
 fn on_node(node: Option<&str>) -> String {
@@ -76,9 +73,8 @@ fn join(errors: &[PodWriteError]) -> String {
         .join("; ")
 }
 
-/// Creates and deletes pods on behalf of one controller, with the bookkeeping every write needs: an event
-/// on the owner, and the write recorded under the owner's key in the controller's consistency store (so
-/// its next sync waits until the cache shows it). Expectations stay with the caller: they are counted
+/// Creates and deletes pods on behalf of one controller, with an event on the owner for each; the writes
+/// go through a [`TrackedApi`], which records them for the owner's next sync. Expectations stay with the caller: they are counted
 /// before the writes go out, and each controller keeps its own kind of them.
 #[derive(Clone)]
 pub struct PodControl {
@@ -106,47 +102,13 @@ impl PodControl {
         owner: &OwnerInfo,
         regarding: &ObjectReference,
     ) -> Result<(), PodControlError> {
-        match self.create_and_report(template, owner, regarding).await {
-            Ok(pod) => {
-                self.consistency.record_write(owner_key, &pod);
-                Ok(())
-            }
-            Err(e) if e.is_namespace_terminating() => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn create_and_report(
-        &self,
-        template: &PodTemplateSpec,
-        owner: &OwnerInfo,
-        regarding: &ObjectReference,
-    ) -> Result<CachedPod, PodControlError> {
         let result = async {
             let pod = pod_from_template(template, owner)?;
-            // The response is decoded as the pod cache keeps pods (`CachedPod`): what is read of
-            // it is its metadata, and decoding the whole pod costs a pod watch event's work again.
-            // kube's typed `create` sends the `Api`'s own type, so the request is built here.
-            let body = serde_json::to_vec(&pod).map_err(kube::Error::SerdeError)?;
-            let request = kube::core::Request::new(Pod::url_path(&(), Some(&owner.namespace)))
-                .create(&PostParams::default(), body)
-                .map_err(kube::Error::BuildRequest)?;
-            let created: CachedPod = self.client.request(request).await?;
-            Ok::<_, PodControlError>(created.trimmed())
+            // The answer is decoded as the pod cache keeps pods (`CachedPod`): only its metadata is
+            // read, and decoding the whole pod would cost a pod watch event's work again.
+            Ok::<_, PodControlError>(self.api(owner_key).create(&pod).await?)
         }
         .await;
-        match &result {
-            Ok(pod) => decisions::wrote(
-                "create",
-                format_args!("pod {}", pod.metadata.name.as_deref().unwrap_or_default()),
-                None,
-            ),
-            Err(e) => decisions::wrote(
-                "create",
-                format_args!("pod from template ({})", owner.name),
-                Some(e),
-            ),
-        }
         match &result {
             Ok(pod) => self.recorder.normal(
                 regarding,
@@ -167,12 +129,16 @@ impl PodControl {
                 format!("Error creating: {}", e.message()),
             ),
         }
-        result
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_namespace_terminating() => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
-    /// Deletes a pod (default grace period) of the owner with `owner_key`; a pod left terminating is
-    /// recorded as the owner's write. Events: `SuccessfulDelete` / `FailedDelete` (none for NotFound,
-    /// which callers treat as done once they stopped expecting the deletion).
+    /// Deletes a pod (default grace period) of the owner with `owner_key`. Events: `SuccessfulDelete` /
+    /// `FailedDelete` (none for NotFound, which callers treat as done once they stopped expecting the
+    /// deletion).
     pub async fn delete(
         &self,
         owner_key: &ObjectKey,
@@ -180,14 +146,7 @@ impl PodControl {
         name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        // The pod a deletion returns is read only for its resourceVersion (see `create`).
-        let api: Api<CachedPod> = Api::namespaced(self.client.clone(), namespace);
-        let result = api.delete(name, &DeleteParams::default()).await;
-        decisions::wrote(
-            "delete",
-            format_args!("pod {name}"),
-            result.as_ref().err().map(|e| e as &dyn std::fmt::Display),
-        );
+        let result = self.api(owner_key).delete(name).await;
         match &result {
             Ok(_) => self.recorder.normal(
                 regarding,
@@ -205,11 +164,17 @@ impl PodControl {
                 format!("Error deleting: {}", error_message(e)),
             ),
         }
-        if let Some(terminating) = result?.left() {
-            self.consistency
-                .record_write(owner_key, &terminating.trimmed());
-        }
-        Ok(())
+        result.map(|_| ())
+    }
+
+    /// Pods in the owner's namespace, written for the owner (module `crate::tracked_api`).
+    fn api(&self, owner_key: &ObjectKey) -> TrackedApi<CachedPod> {
+        TrackedApi::namespaced(
+            self.client.clone(),
+            "pod",
+            owner_key,
+            self.consistency.clone(),
+        )
     }
 }
 

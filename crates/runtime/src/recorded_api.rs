@@ -1,0 +1,917 @@
+//! A recorded API server for unit tests, as upstream's fake clientset: a `tower` service behind a real
+//! [`kube::Client`], answering from the objects a test put in it and recording every request.
+//!
+//! A controller's sync makes the same calls against it as against kube-apiserver — the same `Api`
+//! methods, the same URLs, bodies and content types — so a unit test runs a whole sync in a few
+//! milliseconds and asserts what it wrote ([`RecordedApi::writes`]), which upstream's tests do with
+//! `fake.Clientset` actions and `FakePodControl`. What the server does is the part a sync depends on:
+//! objects kept per resource and namespace, names from `generateName`, UIDs, resourceVersions that grow
+//! with every write (so read-your-own-writes can be exercised), `409 AlreadyExists` and `409 Conflict` on a
+//! stale resourceVersion, `/status` writes that change only the status, merge and JSON patches (a failed
+//! `test` is `422`), and a `generation` that moves with the spec. Per-verb reactors
+//! ([`RecordedApi::react`]) answer chosen requests with an error instead (conflict, not found, a quota's
+//! refusal, a timeout), as a fake clientset's `PrependReactor`.
+//!
+//! Not served: watches (unit tests fill caches with [`RecordedApi::feed`] instead of running informers),
+//! label selectors on lists, server-side apply, garbage collection and graceful pod deletion (a deleted
+//! object is gone at once).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full};
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::informers::Informer;
+
+/// The verb of a request, as the API server's audit log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+}
+
+impl Verb {
+    /// Whether the request changes an object.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
+        )
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// One request the API received, whatever it was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    pub verb: Verb,
+    /// The resource's plural, with the subresource after a slash: `pods`, `replicasets/status`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    /// The object's name (for a creation: the name it was given, also from `generateName`).
+    pub name: Option<String>,
+    /// The request's body (the object written, or the patch).
+    pub body: Option<Value>,
+}
+
+impl RecordedRequest {
+    /// The resource without its subresource (`replicasets` for `replicasets/status`).
+    pub fn plural(&self) -> &str {
+        self.resource.split('/').next().unwrap_or_default()
+    }
+
+    /// `verb resource name`, as upstream's tests print actions (`create pods`, `update
+    /// replicasets/status rs`).
+    pub fn action(&self) -> String {
+        match &self.name {
+            Some(name) if self.verb != Verb::Create => {
+                format!("{} {} {name}", self.verb.as_str(), self.resource)
+            }
+            _ => format!("{} {}", self.verb.as_str(), self.resource),
+        }
+    }
+}
+
+impl fmt::Display for RecordedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.action())
+    }
+}
+
+/// How a reactor answers instead of the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reaction {
+    /// `409 Conflict`: the object was modified (a stale resourceVersion).
+    Conflict,
+    /// `404 NotFound`.
+    NotFound,
+    /// `409 AlreadyExists`.
+    AlreadyExists,
+    /// `403 Forbidden` as a ResourceQuota refuses a creation.
+    QuotaExceeded,
+    /// `504 Timeout`: the server gave up on the request.
+    Timeout,
+    /// `503 ServiceUnavailable`: the server cannot be reached for now.
+    Unavailable,
+}
+
+impl Reaction {
+    fn status(&self, resource: &str, name: &str) -> (u16, &'static str, String) {
+        match self {
+            Reaction::Conflict => (
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                ),
+            ),
+            Reaction::NotFound => (404, "NotFound", format!("{resource} \"{name}\" not found")),
+            Reaction::AlreadyExists => (
+                409,
+                "AlreadyExists",
+                format!("{resource} \"{name}\" already exists"),
+            ),
+            Reaction::QuotaExceeded => (
+                403,
+                "Forbidden",
+                format!(
+                    "{resource} \"{name}\" is forbidden: exceeded quota: compute, requested: pods=1, used: pods=0, limited: pods=0"
+                ),
+            ),
+            Reaction::Timeout => (
+                504,
+                "Timeout",
+                "Timeout: request did not complete within requested timeout".to_string(),
+            ),
+            Reaction::Unavailable => (
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request".to_string(),
+            ),
+        }
+    }
+}
+
+/// Answers matching requests with a [`Reaction`], a number of times or for ever.
+#[derive(Debug, Clone)]
+struct Reactor {
+    verb: Verb,
+    /// A plural with its subresource, as [`RecordedRequest::resource`]; `*` for any.
+    resource: String,
+    reaction: Reaction,
+    /// How many more requests it answers; `None`: every one.
+    remaining: Option<usize>,
+}
+
+/// An object's place: group/version, plural, namespace, name.
+type Place = (String, String, String, String);
+
+#[derive(Default)]
+struct State {
+    objects: BTreeMap<Place, Value>,
+    last_resource_version: u64,
+    /// Counts generated names and UIDs, so both are the same in every run of a test.
+    last_serial: u64,
+    requests: Vec<RecordedRequest>,
+    reactors: Vec<Reactor>,
+}
+
+impl State {
+    fn next_resource_version(&mut self) -> String {
+        self.last_resource_version += 1;
+        self.last_resource_version.to_string()
+    }
+
+    fn next_serial(&mut self) -> u64 {
+        self.last_serial += 1;
+        self.last_serial
+    }
+}
+
+/// The recorded API (module header). Clones share the same server.
+#[derive(Clone, Default)]
+pub struct RecordedApi {
+    state: Arc<Mutex<State>>,
+}
+
+impl RecordedApi {
+    pub fn new() -> Self {
+        RecordedApi::default()
+    }
+
+    /// A client whose every request this API answers.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.clone(), "default")
+    }
+
+    /// Stores `object` (of a kind with a static type, e.g. `Pod`) as if it had been created: a missing
+    /// UID and resourceVersion are filled in.
+    pub fn insert<K>(&self, object: &K)
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        self.insert_with(object, &());
+    }
+
+    /// [`RecordedApi::insert`] for a kind whose type is known at run time (`ReplicaSetObject` & co.).
+    pub fn insert_with<K>(&self, object: &K, dt: &K::DynamicType)
+    where
+        K: Resource + Serialize,
+    {
+        let Ok(mut value) = serde_json::to_value(object) else {
+            return;
+        };
+        let namespace = object.meta().namespace.clone().unwrap_or_default();
+        let name = object.meta().name.clone().unwrap_or_default();
+        let mut state = self.lock();
+        if value.pointer("/metadata/uid").is_none_or(Value::is_null) {
+            let uid = format!("uid-{}", state.next_serial());
+            value["metadata"]["uid"] = json!(uid);
+        }
+        if value
+            .pointer("/metadata/resourceVersion")
+            .is_none_or(Value::is_null)
+        {
+            value["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+        } else if let Some(rv) = value
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|rv| rv.parse::<u64>().ok())
+        {
+            // Later writes must come after every version a test gave its objects.
+            state.last_resource_version = state.last_resource_version.max(rv);
+        }
+        value["apiVersion"] = json!(K::api_version(dt));
+        value["kind"] = json!(K::kind(dt));
+        state
+            .objects
+            .insert(place_of::<K>(dt, &namespace, &name), value);
+    }
+
+    /// The stored object of that kind, namespace and name.
+    pub fn get<K>(&self, dt: &K::DynamicType, namespace: &str, name: &str) -> Option<K>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let state = self.lock();
+        let value = state.objects.get(&place_of::<K>(dt, namespace, name))?;
+        serde_json::from_value(value.clone()).ok()
+    }
+
+    /// Every stored object of that kind, by namespace and name.
+    pub fn list<K>(&self, dt: &K::DynamicType) -> Vec<K>
+    where
+        K: Resource + DeserializeOwned,
+    {
+        let (group_version, plural) = (group_version::<K>(dt), K::plural(dt).to_string());
+        let state = self.lock();
+        state
+            .objects
+            .iter()
+            .filter(|((gv, p, _, _), _)| *gv == group_version && *p == plural)
+            .filter_map(|(_, value)| serde_json::from_value(value.clone()).ok())
+            .collect()
+    }
+
+    /// Puts every stored object of `informer`'s kind into its cache (and removes none), as a watch would
+    /// have delivered them: the cache then shows every write made so far, also for read-your-own-writes.
+    pub fn feed<K>(&self, informer: &Informer<K>, dt: &K::DynamicType)
+    where
+        K: Resource + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        for object in self.list::<K>(dt) {
+            informer.cache_insert(object);
+        }
+    }
+
+    /// Answers every `verb` request on `resource` (`pods`, `replicasets/status`, `*` for any) with
+    /// `reaction`, before the store sees it.
+    pub fn react(&self, verb: Verb, resource: &str, reaction: Reaction) {
+        self.add_reactor(verb, resource, reaction, None);
+    }
+
+    /// [`RecordedApi::react`] for the next `times` matching requests only.
+    pub fn react_times(&self, times: usize, verb: Verb, resource: &str, reaction: Reaction) {
+        self.add_reactor(verb, resource, reaction, Some(times));
+    }
+
+    fn add_reactor(&self, verb: Verb, resource: &str, reaction: Reaction, times: Option<usize>) {
+        self.lock().reactors.push(Reactor {
+            verb,
+            resource: resource.to_string(),
+            reaction,
+            remaining: times,
+        });
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// The requests that change objects, events left out (they are the recorder's, written in the
+    /// background: see [`RecordedApi::events`]).
+    pub fn writes(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.verb.is_write() && r.plural() != "events")
+            .collect()
+    }
+
+    /// [`RecordedApi::writes`] as upstream's tests print actions, e.g. `["create pods", "update
+    /// replicasets/status rs"]`.
+    pub fn actions(&self) -> Vec<String> {
+        self.writes().iter().map(RecordedRequest::action).collect()
+    }
+
+    /// The reasons of the events written so far (the recorder writes in the background: wait for them
+    /// first).
+    pub fn events(&self) -> Vec<String> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.plural() == "events" && r.verb == Verb::Create)
+            .filter_map(|r| {
+                r.body
+                    .as_ref()
+                    .and_then(|b| b.get("reason"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// Forgets the requests received so far (the objects stay).
+    pub fn clear_requests(&self) {
+        self.lock().requests.clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answers one request: records it, asks the reactors, then the store.
+    fn answer(&self, request: ParsedRequest) -> (u16, Value) {
+        let mut state = self.lock();
+        let mut recorded = RecordedRequest {
+            verb: request.verb,
+            resource: request.resource(),
+            namespace: (!request.namespace.is_empty()).then(|| request.namespace.clone()),
+            name: request.name.clone(),
+            body: request.body.clone(),
+        };
+        let reactor = state.reactors.iter_mut().find(|r| {
+            r.verb == request.verb
+                && (r.resource == "*" || r.resource == recorded.resource)
+                && r.remaining != Some(0)
+        });
+        let reaction = reactor.map(|r| {
+            if let Some(remaining) = r.remaining.as_mut() {
+                *remaining -= 1;
+            }
+            r.reaction.clone()
+        });
+        let answer = match reaction {
+            Some(reaction) => {
+                let name = request.name.clone().unwrap_or_default();
+                let (code, reason, message) = reaction.status(&request.plural, &name);
+                failure(code, reason, message)
+            }
+            None => serve(&mut state, &request),
+        };
+        if request.verb == Verb::Create && recorded.name.is_none() {
+            recorded.name = answer
+                .1
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        state.requests.push(recorded);
+        answer
+    }
+}
+
+/// A request as the store reads it.
+struct ParsedRequest {
+    verb: Verb,
+    group_version: String,
+    plural: String,
+    namespace: String,
+    name: Option<String>,
+    subresource: Option<String>,
+    content_type: String,
+    body: Option<Value>,
+}
+
+impl ParsedRequest {
+    fn resource(&self) -> String {
+        match &self.subresource {
+            Some(sub) => format!("{}/{sub}", self.plural),
+            None => self.plural.clone(),
+        }
+    }
+
+    fn place(&self, name: &str) -> Place {
+        (
+            self.group_version.clone(),
+            self.plural.clone(),
+            self.namespace.clone(),
+            name.to_string(),
+        )
+    }
+}
+
+/// Reads method, path, query and body the way kube-apiserver routes them.
+fn parse(
+    method: &http::Method,
+    uri: &http::Uri,
+    content_type: &str,
+    body: &[u8],
+) -> Result<ParsedRequest, String> {
+    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+    let (group_version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] => ((*version).to_string(), rest),
+        ["apis", group, version, rest @ ..] => (format!("{group}/{version}"), rest),
+        _ => return Err(format!("no API under {}", uri.path())),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => ((*namespace).to_string(), rest),
+        _ => (String::new(), rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some((*name).to_string()), None),
+        [plural, name, sub] => (*plural, Some((*name).to_string()), Some((*sub).to_string())),
+        _ => return Err(format!("no resource at {}", uri.path())),
+    };
+    let watch = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    let verb = match (method.as_str(), &name) {
+        ("GET", _) if watch => Verb::Watch,
+        ("GET", Some(_)) => Verb::Get,
+        ("GET", None) => Verb::List,
+        ("POST", None) => Verb::Create,
+        ("PUT", Some(_)) => Verb::Update,
+        ("PATCH", Some(_)) => Verb::Patch,
+        ("DELETE", Some(_)) => Verb::Delete,
+        (method, _) => return Err(format!("{method} {} is not served", uri.path())),
+    };
+    let body = (!body.is_empty())
+        .then(|| serde_json::from_slice(body))
+        .transpose()
+        .map_err(|e| format!("the body is not JSON: {e}"))?;
+    Ok(ParsedRequest {
+        verb,
+        group_version,
+        plural: plural.to_string(),
+        namespace,
+        name,
+        subresource,
+        content_type: content_type.to_string(),
+        body,
+    })
+}
+
+/// The store's answer to a request no reactor took.
+fn serve(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
+    let name = request.name.clone().unwrap_or_default();
+    let not_found = || {
+        failure(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", request.plural),
+        )
+    };
+    match request.verb {
+        Verb::Get => match state.objects.get(&request.place(&name)) {
+            Some(object) => (200, object.clone()),
+            None => not_found(),
+        },
+        Verb::List => list(state, request),
+        Verb::Watch => failure(
+            405,
+            "MethodNotAllowed",
+            "the recorded API serves no watches: fill caches with RecordedApi::feed".into(),
+        ),
+        Verb::Create => create(state, request),
+        Verb::Update | Verb::Patch => {
+            let Some(stored) = state.objects.get(&request.place(&name)).cloned() else {
+                return not_found();
+            };
+            let written = if request.verb == Verb::Update {
+                request.body.clone().unwrap_or(Value::Null)
+            } else {
+                match patched(&stored, request) {
+                    Ok(written) => written,
+                    Err(answer) => return answer,
+                }
+            };
+            update(state, request, stored, written)
+        }
+        Verb::Delete => match state.objects.remove(&request.place(&name)) {
+            Some(mut object) => {
+                object["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+                (200, object)
+            }
+            None => not_found(),
+        },
+    }
+}
+
+fn list(state: &State, request: &ParsedRequest) -> (u16, Value) {
+    let items: Vec<Value> = state
+        .objects
+        .iter()
+        .filter(|((gv, plural, namespace, _), _)| {
+            *gv == request.group_version
+                && *plural == request.plural
+                && (request.namespace.is_empty() || *namespace == request.namespace)
+        })
+        .map(|(_, object)| object.clone())
+        .collect();
+    let kind = items
+        .first()
+        .and_then(|o| o.get("kind"))
+        .and_then(Value::as_str)
+        .map_or_else(|| "List".to_string(), |k| format!("{k}List"));
+    (
+        200,
+        json!({
+            "apiVersion": request.group_version,
+            "kind": kind,
+            "metadata": {"resourceVersion": state.last_resource_version.to_string()},
+            "items": items,
+        }),
+    )
+}
+
+/// Characters of generated name suffixes, as the API server's.
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+fn create(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
+    let Some(mut object) = request.body.clone().filter(Value::is_object) else {
+        return failure(400, "BadRequest", "the body is not an object".into());
+    };
+    let given = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let name = match given {
+        Some(name) => name,
+        None => {
+            let Some(prefix) = object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            else {
+                return failure(
+                    422,
+                    "Invalid",
+                    format!(
+                        "{} is invalid: metadata.name: Required value: name or generateName is required",
+                        request.plural
+                    ),
+                );
+            };
+            let mut serial = state.next_serial();
+            let suffix: String = (0..5)
+                .map(|_| {
+                    let len = SUFFIX_ALPHABET.len() as u64;
+                    let c = SUFFIX_ALPHABET[usize::try_from(serial % len).unwrap_or(0)];
+                    serial /= len;
+                    char::from(c)
+                })
+                .collect();
+            format!("{prefix}{suffix}")
+        }
+    };
+    let place = request.place(&name);
+    if state.objects.contains_key(&place) {
+        return failure(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", request.plural),
+        );
+    }
+    let uid = format!("uid-{}", state.next_serial());
+    let rv = state.next_resource_version();
+    let metadata = &mut object["metadata"];
+    metadata["name"] = json!(name);
+    if !request.namespace.is_empty() {
+        metadata["namespace"] = json!(request.namespace);
+    }
+    metadata["uid"] = json!(uid);
+    metadata["resourceVersion"] = json!(rv);
+    metadata["generation"] = json!(1);
+    if metadata.get("creationTimestamp").is_none_or(Value::is_null) {
+        metadata["creationTimestamp"] = json!(
+            k8s_openapi::jiff::Timestamp::now()
+                .round(k8s_openapi::jiff::Unit::Second)
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+        );
+    }
+    state.objects.insert(place, object.clone());
+    (201, object)
+}
+
+/// A PUT or PATCH of `stored` that asks for `written`: a stale resourceVersion conflicts; a status
+/// write keeps all but the status, any other write keeps the status; `generation` moves with the spec.
+fn update(
+    state: &mut State,
+    request: &ParsedRequest,
+    stored: Value,
+    mut written: Value,
+) -> (u16, Value) {
+    let name = request.name.clone().unwrap_or_default();
+    if !written.is_object() {
+        return failure(400, "BadRequest", "the body is not an object".into());
+    }
+    let stored_rv = stored.pointer("/metadata/resourceVersion").cloned();
+    match written.pointer("/metadata/resourceVersion") {
+        Some(Value::String(rv)) if !rv.is_empty() && Some(&json!(rv)) != stored_rv.as_ref() => {
+            let (code, reason, message) = Reaction::Conflict.status(&request.plural, &name);
+            return failure(code, reason, message);
+        }
+        _ => {}
+    }
+    let status_write = request.subresource.as_deref() == Some("status");
+    let mut result = if status_write {
+        let mut result = stored.clone();
+        result["status"] = written.get("status").cloned().unwrap_or(Value::Null);
+        result
+    } else {
+        if let Some(status) = stored.get("status") {
+            written["status"] = status.clone();
+        }
+        written
+    };
+    // What the server owns stays the server's.
+    for field in ["uid", "creationTimestamp", "namespace", "name", "generation"] {
+        match stored.pointer(&format!("/metadata/{field}")) {
+            Some(value) => result["metadata"][field] = value.clone(),
+            None => {
+                if let Some(metadata) = result["metadata"].as_object_mut() {
+                    metadata.remove(field);
+                }
+            }
+        }
+    }
+    if !status_write && stored.get("spec") != result.get("spec") {
+        let generation = stored
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        result["metadata"]["generation"] = json!(generation.saturating_add(1));
+    }
+    result["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+    state.objects.insert(request.place(&name), result.clone());
+    (200, result)
+}
+
+/// `stored` with the request's patch applied, or the answer refusing it.
+fn patched(stored: &Value, request: &ParsedRequest) -> Result<Value, (u16, Value)> {
+    let patch = request.body.clone().unwrap_or(Value::Null);
+    let mut result = stored.clone();
+    if request.content_type.starts_with("application/json-patch+json") {
+        let patch: json_patch::Patch = serde_json::from_value(patch)
+            .map_err(|e| failure(400, "BadRequest", format!("not a JSON patch: {e}")))?;
+        json_patch::patch(&mut result, &patch)
+            .map_err(|e| failure(422, "Invalid", format!("the JSON patch failed: {e}")))?;
+    } else if request.content_type.starts_with("application/merge-patch+json")
+        || request
+            .content_type
+            .starts_with("application/strategic-merge-patch+json")
+    {
+        // Strategic merges of the fields controllers patch (metadata, annotations) are merges.
+        json_patch::merge(&mut result, &patch);
+    } else {
+        return Err(failure(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the recorded API does not serve {} patches",
+                request.content_type
+            ),
+        ));
+    }
+    Ok(result)
+}
+
+/// A `Status` failure as the API server writes it.
+fn failure(code: u16, reason: &str, message: String) -> (u16, Value) {
+    (
+        code,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": message, "reason": reason, "code": code,
+        }),
+    )
+}
+
+fn group_version<K: Resource>(dt: &K::DynamicType) -> String {
+    K::api_version(dt).to_string()
+}
+
+fn place_of<K: Resource>(dt: &K::DynamicType, namespace: &str, name: &str) -> Place {
+    (
+        group_version::<K>(dt),
+        K::plural(dt).to_string(),
+        namespace.to_string(),
+        name.to_string(),
+    )
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for RecordedApi {
+    type Response = http::Response<Full<bytes::Bytes>>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let api = self.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let content_type = parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let (code, answer) = match body.collect().await {
+                Ok(bytes) => {
+                    match parse(&parts.method, &parts.uri, &content_type, &bytes.to_bytes()) {
+                        Ok(request) => api.answer(request),
+                        Err(message) => failure(400, "BadRequest", message),
+                    }
+                }
+                Err(e) => failure(400, "BadRequest", format!("unreadable body: {e}")),
+            };
+            let body = serde_json::to_vec(&answer).unwrap_or_default();
+            let mut response = http::Response::new(Full::new(bytes::Bytes::from(body)));
+            *response.status_mut() =
+                http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api_errors::{is_already_exists, is_conflict, is_not_found};
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use kube::Api;
+    use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+
+    fn config_map(name: &str, data: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([("k".to_string(), data.to_string())])),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn serves_and_records_every_verb() {
+        let recorded = RecordedApi::new();
+        recorded.insert(&config_map("a", "1"));
+        let api: Api<ConfigMap> = Api::namespaced(recorded.client(), "ns");
+
+        let a = api.get("a").await.unwrap();
+        assert_eq!(a.metadata.resource_version.as_deref(), Some("1"));
+        assert_eq!(api.list(&Default::default()).await.unwrap().items.len(), 1);
+
+        let mut b = config_map("", "2");
+        b.metadata.generate_name = Some("b-".into());
+        let b = api.create(&PostParams::default(), &b).await.unwrap();
+        let b_name = b.metadata.name.clone().unwrap();
+        assert!(b_name.starts_with("b-") && b_name.len() == 7, "{b_name}");
+        assert_eq!(b.metadata.resource_version.as_deref(), Some("2"));
+
+        let patched = api
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"k": "3"}})),
+            )
+            .await
+            .unwrap();
+        assert_eq!(patched.data.unwrap()["k"], "3");
+
+        // The copy read before the patch is stale now.
+        let stale = api.replace("a", &PostParams::default(), &a).await;
+        assert!(is_conflict(stale.as_ref().unwrap_err()));
+        let exists = api
+            .create(&PostParams::default(), &config_map("a", "4"))
+            .await;
+        let exists = exists.unwrap_err();
+        assert!(is_already_exists(&exists) && !is_conflict(&exists));
+
+        api.delete("a", &DeleteParams::default()).await.unwrap();
+        assert!(is_not_found(&api.get("a").await.unwrap_err()));
+
+        assert_eq!(
+            recorded.actions(),
+            vec![
+                "create configmaps",
+                "patch configmaps a",
+                "update configmaps a",
+                "create configmaps",
+                "delete configmaps a",
+            ]
+        );
+        let creation = &recorded.writes()[0];
+        assert_eq!(creation.name.as_deref(), Some(b_name.as_str()));
+        assert_eq!(creation.body.as_ref().unwrap()["data"]["k"], "2");
+        assert_eq!(recorded.requests().len(), 8, "reads are recorded too");
+    }
+
+    #[tokio::test]
+    async fn status_writes_change_the_status_only_and_spec_writes_the_generation() {
+        let recorded = RecordedApi::new();
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("p".into());
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.generation = Some(1);
+        recorded.insert(&pod);
+        let api: Api<Pod> = Api::namespaced(recorded.client(), "ns");
+
+        let mut written = api.get("p").await.unwrap();
+        written.status = Some(Default::default());
+        written.status.as_mut().unwrap().phase = Some("Running".into());
+        written.metadata.labels = Some(BTreeMap::from([("ignored".into(), "yes".into())]));
+        let stored = api
+            .replace_status("p", &PostParams::default(), &written)
+            .await
+            .unwrap();
+        assert_eq!(stored.status.unwrap().phase.as_deref(), Some("Running"));
+        assert_eq!(stored.metadata.labels, None);
+        assert_eq!(stored.metadata.generation, Some(1));
+
+        let mut respec = api.get("p").await.unwrap();
+        respec.spec = Some(Default::default());
+        respec.status = None;
+        let stored = api
+            .replace("p", &PostParams::default(), &respec)
+            .await
+            .unwrap();
+        assert_eq!(stored.metadata.generation, Some(2));
+        assert!(stored.status.is_some(), "a spec write keeps the status");
+    }
+
+    #[tokio::test]
+    async fn reactors_answer_before_the_store_and_a_failed_test_op_is_invalid() {
+        let recorded = RecordedApi::new();
+        recorded.insert(&config_map("a", "1"));
+        recorded.react_times(1, Verb::Create, "configmaps", Reaction::QuotaExceeded);
+        recorded.react(Verb::Get, "*", Reaction::Timeout);
+        let api: Api<ConfigMap> = Api::namespaced(recorded.client(), "ns");
+
+        let refused = api
+            .create(&PostParams::default(), &config_map("b", "1"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, kube::Error::Api(s) if s.code == 403 && s.message.contains("exceeded quota"))
+        );
+        api.create(&PostParams::default(), &config_map("b", "1"))
+            .await
+            .expect("the reactor answered once");
+        let timed_out = api.get("a").await.unwrap_err();
+        assert!(matches!(&timed_out, kube::Error::Api(s) if s.code == 504));
+
+        let failed_test = api
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::<()>::Json(
+                    serde_json::from_value(
+                        json!([{"op": "test", "path": "/data/k", "value": "other"}]),
+                    )
+                    .unwrap(),
+                ),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(&failed_test, kube::Error::Api(s) if s.code == 422));
+    }
+}
