@@ -6,38 +6,15 @@
 pub mod denied_writes;
 pub mod in_cluster_kit;
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::api::ObjectMeta;
 
-/// An image that is never pulled: kwok simulates the kubelet.
-pub const IMAGE: &str = "registry.k8s.io/pause:3.10";
+pub use mini_kcm_fixtures::{IMAGE, selector};
 
+/// The end-to-end tests' template: `app=<app>`, the never-pulled [`IMAGE`].
 pub fn pod_template(app: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("app".to_string(), app.to_string())])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "main".into(),
-                image: Some(IMAGE.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
-}
-
-pub fn selector(app: &str) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(BTreeMap::from([("app".to_string(), app.to_string())])),
-        ..Default::default()
-    }
+    mini_kcm_fixtures::pod_template(app, IMAGE)
 }
 
 pub fn deployment(name: &str, replicas: i32) -> Deployment {

@@ -55,8 +55,9 @@ pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =
 pub use history::revision_data;
 
 /// Label on pods and ControllerRevisions naming the revision a pod was made from (upstream
-/// `apps.DefaultDaemonSetUniqueLabelKey`, equal to `ControllerRevisionHashLabelKey`).
-pub(crate) const REVISION_HASH_LABEL: &str = "controller-revision-hash";
+/// `apps.DefaultDaemonSetUniqueLabelKey`, equal to `ControllerRevisionHashLabelKey`); public for the live
+/// view, which groups a DaemonSet's pods by it.
+pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 
 /// Label on pods carrying the DaemonSet's template generation, kept for pods made before revisions existed
 /// (upstream `extensions.DaemonSetTemplateGenerationKey`).

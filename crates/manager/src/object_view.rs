@@ -293,9 +293,9 @@ pub struct PodEntry {
     pub deleting: bool,
 }
 
-const HASH_LABEL: &str = "pod-template-hash";
-const REVISION_HASH_LABEL: &str = "controller-revision-hash";
-const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
+// The controllers' own names, so the view reads what they write.
+use mini_kcm_daemonset::REVISION_HASH_LABEL;
+use mini_kcm_deployment::{POD_TEMPLATE_HASH_LABEL as HASH_LABEL, REVISION_ANNOTATION};
 
 /// `Kind/name` of the controller owner reference.
 pub(crate) fn owner_of(meta: &ObjectMeta) -> Option<String> {

@@ -20,6 +20,7 @@ mod allocator;
 mod duration;
 mod explain;
 mod kind_name;
+mod kubeconfig;
 mod rollout;
 mod run;
 #[cfg(feature = "local-plane")]

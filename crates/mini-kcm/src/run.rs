@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_manager::LeaderElectionConfig;
 use mini_kcm_manager::{
@@ -284,16 +283,7 @@ fn parse_optional_addr(value: &str) -> Result<OptionalAddr, String> {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding a kubeconfig or in-cluster config")?,
-    };
+    let config = crate::kubeconfig::load(args.kubeconfig.as_deref()).await?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     let shutdown = async move {

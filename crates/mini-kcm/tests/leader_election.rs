@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, controller_uid,
@@ -123,20 +123,7 @@ impl Replica {
 }
 
 fn template(image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("app".into(), "web".into())])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "main".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
+    mini_kcm_fixtures::pod_template("web", image)
 }
 
 fn holder(lease: Option<&Lease>) -> Option<String> {

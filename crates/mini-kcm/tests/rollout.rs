@@ -14,11 +14,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetSpec, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::Api;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use mini_kcm_fixtures::{IMAGE, app_labels as labels, pod_template, selector};
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
 use mini_kcm_runtime::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind, controller_uid,
@@ -181,35 +182,6 @@ impl Manager {
 
 // ---- objects ----
 
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_string(), app.to_string())])
-}
-
-fn pod_template(app: &str, image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels(app)),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "main".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
-}
-
-fn selector(app: &str) -> LabelSelector {
-    LabelSelector {
-        match_labels: Some(labels(app)),
-        ..Default::default()
-    }
-}
-
-const IMAGE: &str = "registry.k8s.io/pause:3.10";
 const NEW_IMAGE: &str = "registry.k8s.io/pause:3.9";
 
 fn deployments(ns: &TestNamespace, family: ApiFamily) -> Api<DeploymentObject> {

@@ -296,11 +296,7 @@ where
     }
 }
 
-async fn patch<K>(
-    api: &TrackedApi<K>,
-    name: &str,
-    ops: serde_json::Value,
-) -> Result<K, kube::Error>
+async fn patch<K>(api: &TrackedApi<K>, name: &str, ops: serde_json::Value) -> Result<K, kube::Error>
 where
     K: Resource + Clone + Debug + DeserializeOwned + 'static,
 {
@@ -351,6 +347,8 @@ pub(crate) fn release_patch(child: &ObjectMeta, owner_uid: &str) -> Option<serde
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorded_api::{Reaction, RecordedApi, Verb};
+    use k8s_openapi::api::core::v1::Pod;
 
     fn owner(deleting: bool) -> OwnerInfo {
         OwnerInfo {
@@ -504,67 +502,28 @@ mod tests {
         assert!(release_patch(&meta, "not-an-owner").is_none());
     }
 
-    /// A client whose API server answers from `answers` in order (status code, body) and records each
-    /// request's method and path: enough to drive one `claim` through its adoption retry.
-    fn scripted_client(
-        answers: Vec<(u16, serde_json::Value)>,
-    ) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let answers = Arc::new(std::sync::Mutex::new(answers.into_iter()));
-        let log = seen.clone();
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            log.lock()
-                .unwrap()
-                .push(format!("{} {}", request.method(), request.uri().path()));
-            let (code, body) = answers
-                .lock()
-                .unwrap()
-                .next()
-                .expect("an unscripted request");
-            async move {
-                Ok::<_, std::convert::Infallible>(
-                    http::Response::builder()
-                        .status(code)
-                        .header("content-type", "application/json")
-                        .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
-                        .unwrap(),
-                )
-            }
-        });
-        (kube::Client::new(service, "ns"), seen)
-    }
-
-    fn pod_json(resource_version: &str, controller: Option<&str>) -> serde_json::Value {
-        let meta = ObjectMeta {
-            resource_version: Some(resource_version.into()),
-            ..child(controller)
-        };
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta})
-    }
-
-    fn failed_test_op() -> (u16, serde_json::Value) {
-        (
-            422,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid",
-                   "message": "the server rejected our request due to an error in our request", "code": 422}),
-        )
-    }
-
+    /// `claim` of the cached `pod` (resourceVersion 7, an orphan) against an API that has `stored`;
+    /// the first `failing_patches` patches are refused as a failed `test` would be. Returns the claim
+    /// and the requests, as `verb resource name`.
     async fn claim_one(
-        answers: Vec<(u16, serde_json::Value)>,
-    ) -> (
-        Result<Claimed<k8s_openapi::api::core::v1::Pod>, ClaimError>,
-        Vec<String>,
-    ) {
-        let (client, seen) = scripted_client(answers);
-        let api = TrackedApi::<k8s_openapi::api::core::v1::Pod>::namespaced(
-            client,
+        stored: Pod,
+        failing_patches: usize,
+    ) -> (Result<Claimed<Pod>, ClaimError>, Vec<String>) {
+        let recorded = RecordedApi::new();
+        recorded.insert(&stored);
+        if failing_patches > 0 {
+            recorded.react_times(failing_patches, Verb::Patch, "pods", Reaction::Invalid);
+        }
+        let api = TrackedApi::<Pod>::namespaced(
+            recorded.client(),
             "pod",
-            &ObjectKey::new("ns", "owner"),
+            &ObjectKey::new("ns", "rs"),
             crate::consistency::ConsistencyStore::default(),
         );
-        let cached: k8s_openapi::api::core::v1::Pod =
-            serde_json::from_value(pod_json("7", None)).unwrap();
+        let cached = Pod {
+            metadata: child(None),
+            ..Default::default()
+        };
         let result = claim(
             &api,
             &owner(false),
@@ -573,56 +532,51 @@ mod tests {
             async || Ok(()),
         )
         .await;
-        let seen = seen.lock().unwrap().clone();
+        let seen = recorded.requests().iter().map(|r| r.action()).collect();
         (result, seen)
     }
 
-    const POD_PATH: &str = "/api/v1/namespaces/ns/pods/pod";
+    /// The pod as the API server has it after a change the cache has not shown (resourceVersion 8).
+    fn changed(controller: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                resource_version: Some("8".into()),
+                ..child(controller)
+            },
+            ..Default::default()
+        }
+    }
 
     #[tokio::test]
     async fn an_orphan_changed_since_the_cache_read_is_read_again_and_adopted() {
-        let (result, seen) = claim_one(vec![
-            failed_test_op(),
-            (200, pod_json("8", None)),
-            (200, pod_json("9", Some("owner-uid"))),
-        ])
-        .await;
+        // The first patch's guard (resourceVersion 7) fails against the stored 8.
+        let (result, seen) = claim_one(changed(None), 0).await;
         let claimed = result.expect("adopted on the second attempt");
         assert_eq!(claimed.adopted, ["pod"]);
         assert_eq!(claimed.claimed.len(), 1);
         assert_eq!(
-            seen,
-            [
-                format!("PATCH {POD_PATH}"),
-                format!("GET {POD_PATH}"),
-                format!("PATCH {POD_PATH}")
-            ]
+            claimed.claimed[0]
+                .metadata
+                .owner_references
+                .as_ref()
+                .unwrap()[0]
+                .uid,
+            "owner-uid"
         );
+        assert_eq!(seen, ["patch pods pod", "get pods pod", "patch pods pod"]);
     }
 
     #[tokio::test]
     async fn an_orphan_adopted_by_another_controller_meanwhile_is_left_alone() {
-        let (result, seen) = claim_one(vec![
-            failed_test_op(),
-            (200, pod_json("8", Some("someone-else"))),
-        ])
-        .await;
+        let (result, seen) = claim_one(changed(Some("someone-else")), 0).await;
         let claimed = result.expect("not ours: no error, nothing claimed");
         assert!(claimed.adopted.is_empty() && claimed.claimed.is_empty());
-        assert_eq!(
-            seen,
-            [format!("PATCH {POD_PATH}"), format!("GET {POD_PATH}")]
-        );
+        assert_eq!(seen, ["patch pods pod", "get pods pod"]);
     }
 
     #[tokio::test]
     async fn a_second_failed_adoption_is_an_error_for_the_next_sync() {
-        let (result, seen) = claim_one(vec![
-            failed_test_op(),
-            (200, pod_json("8", None)),
-            failed_test_op(),
-        ])
-        .await;
+        let (result, seen) = claim_one(changed(None), 2).await;
         assert!(matches!(
             result,
             Err(ClaimError::Patch {

@@ -111,6 +111,8 @@ pub enum Reaction {
     NotFound,
     /// `409 AlreadyExists`.
     AlreadyExists,
+    /// `422 Invalid`, as a JSON patch whose `test` failed.
+    Invalid,
     /// `403 Forbidden` as a ResourceQuota refuses a creation.
     QuotaExceeded,
     /// `504 Timeout`: the server gave up on the request.
@@ -134,6 +136,11 @@ impl Reaction {
                 409,
                 "AlreadyExists",
                 format!("{resource} \"{name}\" already exists"),
+            ),
+            Reaction::Invalid => (
+                422,
+                "Invalid",
+                format!("{resource} \"{name}\" is invalid: the test operation failed"),
             ),
             Reaction::QuotaExceeded => (
                 403,
@@ -440,7 +447,9 @@ fn parse(
         _ => return Err(format!("no API under {}", uri.path())),
     };
     let (namespace, rest) = match rest {
-        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => ((*namespace).to_string(), rest),
+        ["namespaces", namespace, rest @ ..] if !rest.is_empty() => {
+            ((*namespace).to_string(), rest)
+        }
         _ => (String::new(), rest),
     };
     let (plural, name, subresource) = match rest {
@@ -654,7 +663,13 @@ fn update(
         written
     };
     // What the server owns stays the server's.
-    for field in ["uid", "creationTimestamp", "namespace", "name", "generation"] {
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "namespace",
+        "name",
+        "generation",
+    ] {
         match stored.pointer(&format!("/metadata/{field}")) {
             Some(value) => result["metadata"][field] = value.clone(),
             None => {
@@ -680,12 +695,17 @@ fn update(
 fn patched(stored: &Value, request: &ParsedRequest) -> Result<Value, (u16, Value)> {
     let patch = request.body.clone().unwrap_or(Value::Null);
     let mut result = stored.clone();
-    if request.content_type.starts_with("application/json-patch+json") {
+    if request
+        .content_type
+        .starts_with("application/json-patch+json")
+    {
         let patch: json_patch::Patch = serde_json::from_value(patch)
             .map_err(|e| failure(400, "BadRequest", format!("not a JSON patch: {e}")))?;
         json_patch::patch(&mut result, &patch)
             .map_err(|e| failure(422, "Invalid", format!("the JSON patch failed: {e}")))?;
-    } else if request.content_type.starts_with("application/merge-patch+json")
+    } else if request
+        .content_type
+        .starts_with("application/merge-patch+json")
         || request
             .content_type
             .starts_with("application/strategic-merge-patch+json")

@@ -238,11 +238,17 @@ mod tests {
         let created = api.create(&config_map("a")).await.unwrap();
         let mut last = rv(&created);
         for step in ["update", "status", "patch", "delete"] {
-            assert!(!consistency.is_ready(&owner), "{step}: the last write is not seen yet");
+            assert!(
+                !consistency.is_ready(&owner),
+                "{step}: the last write is not seen yet"
+            );
             seen.store(last, Ordering::SeqCst);
             assert!(consistency.is_ready(&owner), "{step}: seen");
             last = match step {
-                "update" => rv(&api.replace("a", &api.get("a").await.unwrap()).await.unwrap()),
+                "update" => rv(&api
+                    .replace("a", &api.get("a").await.unwrap())
+                    .await
+                    .unwrap()),
                 "status" => rv(&api
                     .replace_status("a", &api.get("a").await.unwrap())
                     .await
@@ -257,13 +263,19 @@ mod tests {
                 },
             };
         }
-        assert!(!consistency.is_ready(&owner), "the deletion is not seen yet");
+        assert!(
+            !consistency.is_ready(&owner),
+            "the deletion is not seen yet"
+        );
         seen.store(last, Ordering::SeqCst);
         assert!(consistency.is_ready(&owner));
 
         recorded.react(Verb::Create, "configmaps", Reaction::Conflict);
         api.create(&config_map("b")).await.unwrap_err();
-        assert!(consistency.is_ready(&owner), "a failed write records nothing");
+        assert!(
+            consistency.is_ready(&owner),
+            "a failed write records nothing"
+        );
         assert_eq!(
             recorded.actions(),
             [

@@ -294,8 +294,8 @@ fn caught(payload: &(dyn std::any::Any + Send)) -> CaughtPanic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fmt::Display;
     use std::collections::HashMap;
+    use std::fmt::Display;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 

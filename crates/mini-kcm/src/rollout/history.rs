@@ -255,26 +255,12 @@ pub fn render_template(template: &PodTemplateSpec) -> anyhow::Result<String> {
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::{DaemonSetSpec, ReplicaSetSpec};
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
     use k8s_openapi::serde_json::json;
     use kube::api::ObjectMeta;
 
     fn template(image: &str) -> PodTemplateSpec {
-        PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some([("app".to_string(), "web".to_string())].into()),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "main".into(),
-                    image: Some(image.into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-        }
+        mini_kcm_fixtures::pod_template("web", image)
     }
 
     fn rs(name: &str, annotations: &[(&str, &str)], image: &str) -> ReplicaSetObject {

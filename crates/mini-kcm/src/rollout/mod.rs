@@ -159,16 +159,7 @@ impl ObjectArg {
 
 /// A client and the kubeconfig's namespace (its context's, or `default`; in a pod, the pod's).
 async fn connect(kubeconfig: Option<&Path>) -> anyhow::Result<(Client, String)> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding a kubeconfig or in-cluster config")?,
-    };
+    let config = crate::kubeconfig::load(kubeconfig).await?;
     let namespace = config.default_namespace.clone();
     Ok((Client::try_from(config)?, namespace))
 }

@@ -163,7 +163,7 @@ pub fn plan_daemon_set_rollback(
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::{DaemonSetSpec, DeploymentSpec, ReplicaSetSpec};
-    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
     use k8s_openapi::serde_json::Value;
@@ -173,24 +173,13 @@ mod tests {
     const REV: &str = "deployment.kubernetes.io/revision";
 
     fn template(image: &str, hash: Option<&str>) -> PodTemplateSpec {
-        let mut labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
-        if let Some(hash) = hash {
-            labels.insert(POD_TEMPLATE_HASH_LABEL.into(), hash.into());
+        let mut template = mini_kcm_fixtures::pod_template("web", image);
+        if let (Some(hash), Some(meta)) = (hash, template.metadata.as_mut()) {
+            meta.labels
+                .get_or_insert_with(BTreeMap::new)
+                .insert(POD_TEMPLATE_HASH_LABEL.into(), hash.into());
         }
-        PodTemplateSpec {
-            metadata: Some(ObjectMeta {
-                labels: Some(labels),
-                ..Default::default()
-            }),
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "main".into(),
-                    image: Some(image.into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-        }
+        template
     }
 
     fn deployment(image: &str, annotations: &[(&str, &str)]) -> DeploymentObject {

@@ -15,16 +15,16 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::discovery::ApiResource;
-use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::informers::Informer;
 use crate::kinds::controller_ref;
 use crate::ownership::AdoptionRefused;
-use crate::tracked_api::TrackedApi;
 use crate::selector::Selector;
+use crate::tracked_api::TrackedApi;
 
 /// The owners of one kind (and family) as a controller sees them: its cache of them and how to read
 /// their selector.
