@@ -258,6 +258,16 @@ async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, S
 async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     let (ns, manager) = setup("deploy-rolling", family).await;
     let (replicas, uid, bounds) = start_watched_rollout(&ns, family).await;
+    let lines = |d: &mini_kcm_runtime::decisions::Decision| {
+        d.plan.iter().chain(&d.reasons).cloned().collect::<Vec<_>>()
+    };
+    // The log keeps an object's newest 32 decisions, and a loaded machine makes many (each routine
+    // retry on a lagging cache is one): read the creation's while the rollout runs.
+    let created = |d: &mini_kcm_runtime::decisions::Decision| {
+        lines(d).iter().any(|l| l.starts_with("created new ReplicaSet "))
+    };
+    wait_decision(&ns, &manager, "web", "the new ReplicaSet created", created).await;
+    let early = manager.decisions(&ns.name, "web").await;
     wait_deployment_complete(&ns, family, "web", replicas).await;
     let rss = wait_replica_sets(&ns, family, &uid, "old ReplicaSet scaled to 0", |rss| {
         rss.len() == 2 && rss.iter().filter(|rs| replicas_of(rs) == 0).count() == 1
@@ -270,10 +280,7 @@ async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     // The decision log shows the rollout's steps with the numbers they rest on.
     let decisions = manager.decisions(&ns.name, "web").await;
     let new_name = new_rs.metadata.name.clone().unwrap();
-    let lines = |d: &mini_kcm_runtime::decisions::Decision| {
-        d.plan.iter().chain(&d.reasons).cloned().collect::<Vec<_>>()
-    };
-    let all: Vec<String> = decisions.iter().flat_map(lines).collect();
+    let all: Vec<String> = early.iter().chain(&decisions).flat_map(lines).collect();
     let has = |needle: &str| all.iter().any(|l| l.contains(needle));
     assert!(
         has(&format!(

@@ -1,18 +1,27 @@
 //! Objects for the unit tests of this crate, as upstream's test helpers (`newDaemonSet`, `newNode`, a
-//! pod on a node with a revision hash, the two rolling-update strategies). One place, so the tests of
-//! `placement`, `update`, `manage`, `status`, `history`, `backoff` and the controller share them.
+//! pod on a node with a revision hash, the update strategies). One place, so the tests of
+//! `placement`, `update`, `manage`, `status`, `history`, `backoff` and the controller share them; plus
+//! the controller tests' two helpers for the recorded API ([`store`], [`flushed_events`]).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSpec, PodCondition, PodSpec, PodTemplateSpec, Taint, Toleration,
+    Affinity, Container, Node, NodeSpec, ObjectReference, Pod, PodCondition, PodSpec, PodStatus,
+    PodTemplateSpec, Taint, Toleration,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::Resource;
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::events::EventRecorder;
+use mini_kcm_runtime::informers::Informer;
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodSpec, CachedPodStatus};
+use mini_kcm_runtime::recorded_api::RecordedApi;
 
 use crate::{DaemonSetObject, REVISION_HASH_LABEL};
 
@@ -159,4 +168,111 @@ pub(crate) fn unavailable_strategy(value: IntOrString) -> Option<DaemonSetUpdate
             max_surge: None,
         }),
     })
+}
+
+/// Upstream's `newOnDeleteStrategy`.
+pub(crate) fn on_delete_strategy() -> Option<DaemonSetUpdateStrategy> {
+    Some(DaemonSetUpdateStrategy {
+        type_: Some("OnDelete".into()),
+        rolling_update: None,
+    })
+}
+
+/// Upstream's `updateStrategies()`: OnDelete, and RollingUpdate with `maxUnavailable: 1`.
+pub(crate) fn update_strategies() -> Vec<Option<DaemonSetUpdateStrategy>> {
+    vec![
+        on_delete_strategy(),
+        unavailable_strategy(IntOrString::Int(1)),
+    ]
+}
+
+/// The controller reference a daemon pod or revision of `ds` carries.
+pub(crate) fn controller_ref(ds: &DaemonSetObject) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: ds.metadata.name.clone().unwrap_or_default(),
+        uid: ds.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A cached pod as the API server would store it (the fields the cache keeps), to put it in a
+/// [`RecordedApi`].
+pub(crate) fn to_pod(cached: &CachedPod) -> Pod {
+    let spec = cached.spec.as_ref();
+    let status = cached.status.as_ref();
+    Pod {
+        metadata: cached.metadata.clone(),
+        spec: Some(PodSpec {
+            node_name: spec.and_then(|s| s.node_name.clone()),
+            affinity: spec.and_then(|s| s.affinity.as_ref()).map(|a| Affinity {
+                node_affinity: a.node_affinity.clone(),
+                ..Default::default()
+            }),
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("foo/bar".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: status.map(|s| PodStatus {
+            phase: s.phase.clone(),
+            conditions: s.conditions.clone(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Puts `object` in the recorded API, then lets `cache` show every object of its kind the API holds (as a
+/// watch would have delivered them), so the cache and the API agree on UIDs and resourceVersions.
+pub(crate) fn store<K, C>(
+    api: &RecordedApi,
+    object: &K,
+    dt: &K::DynamicType,
+    cache: &Informer<C>,
+    cache_dt: &C::DynamicType,
+) where
+    K: Resource + Serialize,
+    C: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    api.insert_with(object, dt);
+    api.feed(cache, cache_dt);
+}
+
+/// The reason of the marker event [`flushed_events`] records.
+const FLUSHED: &str = "TestEventsFlushed";
+
+/// The reasons of the events created since the API's requests were last cleared, once the recorder has
+/// written all it was given: a marker event is recorded after them (about an object of its own, so no
+/// correlation or spam filter touches it) and waited for, with a bounded number of yields (the recorder
+/// writes them in order, in the background).
+pub(crate) async fn flushed_events(api: &RecordedApi, recorder: &EventRecorder) -> Vec<String> {
+    static MARKERS: AtomicUsize = AtomicUsize::new(0);
+    let marker = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        namespace: Some("default".into()),
+        name: Some(format!(
+            "events-flushed-{}",
+            MARKERS.fetch_add(1, AtomicOrdering::Relaxed)
+        )),
+        uid: Some("events-flushed".into()),
+        ..Default::default()
+    };
+    let markers = |api: &RecordedApi| api.events().iter().filter(|r| *r == FLUSHED).count();
+    let before = markers(api);
+    recorder.normal(&marker, None, FLUSHED, "Test", "flushed".into());
+    let mut flushed = false;
+    for _ in 0..100_000 {
+        if markers(api) > before {
+            flushed = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(flushed, "the event recorder did not write its events");
+    api.events().into_iter().filter(|r| r != FLUSHED).collect()
 }

@@ -1,16 +1,24 @@
 //! Builders for the unit tests, shaped like upstream's test helpers (`newDeployment`, `rs`, ...).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{
     DeploymentSpec, DeploymentStrategy, ReplicaSetSpec, ReplicaSetStatus, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::controller::offline::offline_controller;
+use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
+use mini_kcm_runtime::informers::Informer;
+use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::pods::cached::CachedPod;
+use mini_kcm_runtime::recorded_api::{RecordedApi, Verb};
 
+use crate::controller::{DeploymentController, SyncError};
 use crate::{DeploymentObject, ReplicaSetObject};
 
 pub(crate) fn ts(s: &str) -> Timestamp {
@@ -170,4 +178,251 @@ pub(crate) fn rs_for(
     let mut r = with_uid(rs(name, replicas), &format!("uid-{name}"));
     r.spec.template = Some(template);
     r
+}
+
+// ---- controller tests: the controller on a recorded API ----
+
+/// The Deployment kind of `apps/v1`, as the recorded API stores it.
+pub(crate) fn deployments() -> kube::discovery::ApiResource {
+    WorkloadKind::Deployment.api_resource(ApiFamily::Apps)
+}
+
+/// The ReplicaSet kind of `apps/v1`, as the recorded API stores it.
+pub(crate) fn replica_sets() -> kube::discovery::ApiResource {
+    WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps)
+}
+
+/// Stores `object` in the recorded API and puts the stored copy (UID and resourceVersion filled in)
+/// into `cache`, as the watch would deliver it; returns that copy. The cache and the API then agree, so
+/// a write guarded by the cached resourceVersion succeeds.
+pub(crate) fn stored<K>(
+    api: &RecordedApi,
+    cache: &Informer<K>,
+    object: &K,
+    dt: &K::DynamicType,
+) -> K
+where
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    api.insert_with(object, dt);
+    let meta = object.meta();
+    let stored: K = api
+        .get(
+            dt,
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+        .expect("the recorded API keeps what it was given");
+    cache.cache_insert(stored.clone());
+    stored
+}
+
+/// A Deployment controller (`apps/v1`) on caches filled by the test and a recorded API, as upstream's
+/// `fixture` with its fake clientset.
+pub(crate) struct Fixture {
+    pub(crate) api: RecordedApi,
+    pub(crate) c: Arc<DeploymentController>,
+}
+
+impl Fixture {
+    pub(crate) fn new() -> Self {
+        let api = RecordedApi::new();
+        let c = offline_controller(&api);
+        Fixture { api, c }
+    }
+
+    /// `d` in the API and the Deployment cache; returns the stored copy.
+    pub(crate) fn add_deployment(&self, d: &DeploymentObject) -> DeploymentObject {
+        stored(&self.api, &self.c.core.objects, d, &deployments())
+    }
+
+    /// `rs` in the API and the ReplicaSet cache; returns the stored copy.
+    pub(crate) fn add_replica_set(&self, rs: &ReplicaSetObject) -> ReplicaSetObject {
+        stored(&self.api, &self.c.replica_sets, rs, &replica_sets())
+    }
+
+    /// A pod in the cache only: the Deployment controller never writes pods.
+    pub(crate) fn add_pod(&self, pod: CachedPod) {
+        self.c.pods.cache_insert(pod);
+    }
+
+    /// One sync of `default/<name>`, prologue included.
+    pub(crate) async fn sync(&self, name: &str) -> Result<Requeue, SyncKeyError<SyncError>> {
+        let before = self.api.requests().len();
+        // On the heap: a whole sync's future is large for a test thread's stack in a debug build.
+        let result = Box::pin(sync_key(self.c.as_ref(), &ObjectKey::new("default", name))).await;
+        self.keep_status_write_annotations(before);
+        result
+    }
+
+    /// What kube-apiserver's status strategy for Deployments keeps and the recorded API does not: a
+    /// write of `deployments/status` replaces everything but the spec and the labels, so the
+    /// annotations it carries (the revision, which the controller writes with the status, as
+    /// upstream) are stored. The recorded API keeps the stored metadata instead; this puts the
+    /// annotations of the status writes made since request `since` on the stored Deployments (same
+    /// resourceVersion: the same write). Within the sync, the controller saw answers without them.
+    fn keep_status_write_annotations(&self, since: usize) {
+        let requests = self.api.requests();
+        for write in requests.iter().skip(since) {
+            if write.verb != Verb::Update || write.resource != "deployments/status" {
+                continue;
+            }
+            let (Some(name), Some(body)) = (write.name.as_deref(), write.body.as_ref()) else {
+                continue;
+            };
+            let Some(mut stored) = self.stored_deployment(name) else {
+                continue;
+            };
+            let written = body
+                .pointer("/metadata/annotations")
+                .and_then(|a| serde_json::from_value::<BTreeMap<String, String>>(a.clone()).ok())
+                .unwrap_or_default();
+            let annotations = stored
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new);
+            for (key, value) in written {
+                annotations.insert(key, value);
+            }
+            self.api.insert_with(&stored, &deployments());
+        }
+    }
+
+    /// [`Fixture::sync`], which must succeed (`what` says why it should); its requeue is not checked.
+    pub(crate) async fn run(&self, name: &str, what: &str) {
+        if let Err(e) = self.sync(name).await {
+            panic!("{what}: the sync of {name} failed: {e:?}");
+        }
+    }
+
+    /// The Deployment cache catches up with the API, as its watch would.
+    pub(crate) fn feed_deployments(&self) {
+        self.api.feed(&self.c.core.objects, &deployments());
+    }
+
+    /// The ReplicaSet cache catches up with the API (creations and updates; see
+    /// [`Fixture::show_deleted`] for deletions).
+    pub(crate) fn feed_replica_sets(&self) {
+        self.api.feed(&self.c.replica_sets, &replica_sets());
+    }
+
+    /// The ReplicaSet cache shows the deletion of `deleted`, whose resourceVersion the caller sets at
+    /// or after the deletion's. The cache has no removal for tests, so the object stays, marked as
+    /// being deleted, as a deletion still waiting for a finalizer would show.
+    pub(crate) fn show_deleted(&self, mut deleted: ReplicaSetObject) {
+        deleted.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        self.c.replica_sets.cache_insert(deleted);
+    }
+
+    /// The Deployment as the API has it now.
+    pub(crate) fn stored_deployment(&self, name: &str) -> Option<DeploymentObject> {
+        self.api.get(&deployments(), "default", name)
+    }
+
+    /// The ReplicaSet as the API has it now.
+    pub(crate) fn stored_replica_set(&self, name: &str) -> Option<ReplicaSetObject> {
+        self.api.get(&replica_sets(), "default", name)
+    }
+
+    /// Every request but the event recorder's (reads included), as `verb resource name`.
+    pub(crate) fn calls(&self) -> Vec<String> {
+        self.api
+            .requests()
+            .iter()
+            .filter(|r| r.plural() != "events")
+            .map(|r| r.action())
+            .collect()
+    }
+
+    /// The writes' bodies of `verb resource` on `name`, in order (e.g. every update of one ReplicaSet).
+    pub(crate) fn bodies(&self, action: &str) -> Vec<serde_json::Value> {
+        self.api
+            .writes()
+            .into_iter()
+            .filter(|r| r.action() == action)
+            .filter_map(|r| r.body)
+            .collect()
+    }
+
+    /// The reasons of the events written, once at least `count` have been (the recorder writes in
+    /// the background; a bounded wait, then whatever is there).
+    pub(crate) async fn events(&self, count: usize) -> Vec<String> {
+        for _ in 0..10_000 {
+            if self.api.events().len() >= count {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        self.api.events()
+    }
+}
+
+/// The controller reference `d` puts on its ReplicaSets.
+pub(crate) fn controller_ref(d: &DeploymentObject) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".to_string(),
+        kind: "Deployment".to_string(),
+        name: d.metadata.name.clone().unwrap_or_default(),
+        uid: d.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// A ReplicaSet of `d` as the controller would have created it: `d`'s template with a
+/// `pod-template-hash` label (in its labels and selector too), controlled by `d`, the given revision.
+pub(crate) fn new_rs(
+    d: &DeploymentObject,
+    name: &str,
+    replicas: i32,
+    revision: i64,
+) -> ReplicaSetObject {
+    let mut r = rs_for(d, name, replicas, Some(&format!("h-{name}")));
+    let labels = r
+        .spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone());
+    r.metadata.labels = labels.clone();
+    r.spec.selector = LabelSelector {
+        match_labels: labels,
+        ..Default::default()
+    };
+    r.metadata.owner_references = Some(vec![controller_ref(d)]);
+    with_annotations(
+        r,
+        &[(crate::REVISION_ANNOTATION, revision.to_string().as_str())],
+    )
+}
+
+/// [`new_rs`] of an earlier template of `d` (its image tagged with the ReplicaSet's name): an old
+/// ReplicaSet.
+pub(crate) fn old_rs(
+    d: &DeploymentObject,
+    name: &str,
+    replicas: i32,
+    revision: i64,
+) -> ReplicaSetObject {
+    let mut earlier = d.clone();
+    if let Some(spec) = earlier.spec.template.spec.as_mut() {
+        spec.containers[0].image = Some(format!("foo/bar:{name}"));
+    }
+    new_rs(&earlier, name, replicas, revision)
+}
+
+/// The Deployment's revision annotation set to `revision`.
+pub(crate) fn at_revision(mut d: DeploymentObject, revision: i64) -> DeploymentObject {
+    d.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(crate::REVISION_ANNOTATION.to_string(), revision.to_string());
+    d
 }

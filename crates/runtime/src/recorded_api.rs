@@ -169,6 +169,8 @@ struct Reactor {
     verb: Verb,
     /// A plural with its subresource, as [`RecordedRequest::resource`]; `*` for any.
     resource: String,
+    /// Only requests about this object; `None`: any.
+    name: Option<String>,
     reaction: Reaction,
     /// How many more requests it answers; `None`: every one.
     remaining: Option<usize>,
@@ -180,6 +182,9 @@ type Place = (String, String, String, String);
 #[derive(Default)]
 struct State {
     objects: BTreeMap<Place, Value>,
+    /// Objects deleted through the API, as they were at their deletion (for [`RecordedApi::feed`]); a
+    /// name created again leaves this list.
+    deleted: BTreeMap<Place, Value>,
     last_resource_version: u64,
     /// Counts generated names and UIDs, so both are the same in every run of a test.
     last_serial: u64,
@@ -284,12 +289,24 @@ impl RecordedApi {
             .collect()
     }
 
-    /// Puts every stored object of `informer`'s kind into its cache (and removes none), as a watch would
-    /// have delivered them: the cache then shows every write made so far, also for read-your-own-writes.
+    /// Brings `informer`'s cache up to date with the API for its kind, as its watch would have: objects
+    /// deleted through the API leave it, every stored one is put in it. The cache then shows every write
+    /// made so far, also for read-your-own-writes.
     pub fn feed<K>(&self, informer: &Informer<K>, dt: &K::DynamicType)
     where
         K: Resource + Clone + fmt::Debug + DeserializeOwned + Send + Sync + 'static,
     {
+        let (group_version, plural) = (group_version::<K>(dt), K::plural(dt).to_string());
+        let deleted: Vec<K> = self
+            .lock()
+            .deleted
+            .iter()
+            .filter(|((gv, p, _, _), _)| *gv == group_version && *p == plural)
+            .filter_map(|(_, value)| serde_json::from_value(value.clone()).ok())
+            .collect();
+        for object in &deleted {
+            informer.cache_delete(object);
+        }
         for object in self.list::<K>(dt) {
             informer.cache_insert(object);
         }
@@ -306,13 +323,30 @@ impl RecordedApi {
         self.add_reactor(verb, resource, reaction, Some(times));
     }
 
+    /// [`RecordedApi::react`] for the requests about the object `name` only.
+    pub fn react_to(&self, verb: Verb, resource: &str, name: &str, reaction: Reaction) {
+        self.lock().reactors.push(Reactor {
+            verb,
+            resource: resource.to_string(),
+            name: Some(name.to_string()),
+            reaction,
+            remaining: None,
+        });
+    }
+
     fn add_reactor(&self, verb: Verb, resource: &str, reaction: Reaction, times: Option<usize>) {
         self.lock().reactors.push(Reactor {
             verb,
             resource: resource.to_string(),
+            name: None,
             reaction,
             remaining: times,
         });
+    }
+
+    /// The newest resourceVersion the API has given (its last write's), without a request.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().last_resource_version
     }
 
     /// Every request received so far, in order.
@@ -375,6 +409,7 @@ impl RecordedApi {
         let reactor = state.reactors.iter_mut().find(|r| {
             r.verb == request.verb
                 && (r.resource == "*" || r.resource == recorded.resource)
+                && (r.name.is_none() || r.name == request.name)
                 && r.remaining != Some(0)
         });
         let reaction = reactor.map(|r| {
@@ -526,6 +561,7 @@ fn serve(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
         Verb::Delete => match state.objects.remove(&request.place(&name)) {
             Some(mut object) => {
                 object["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+                state.deleted.insert(request.place(&name), object.clone());
                 (200, object)
             }
             None => not_found(),
@@ -627,12 +663,15 @@ fn create(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
                 .unwrap_or_default()
         );
     }
+    state.deleted.remove(&place);
     state.objects.insert(place, object.clone());
     (201, object)
 }
 
-/// A PUT or PATCH of `stored` that asks for `written`: a stale resourceVersion conflicts; a status
-/// write keeps all but the status, any other write keeps the status; `generation` moves with the spec.
+/// A PUT or PATCH of `stored` that asks for `written`: a stale resourceVersion conflicts; any write but
+/// a status write keeps the status; `generation` moves with the spec. A status write keeps all but the
+/// status, except for the `apps` kinds, whose status strategy keeps only the spec (and a Deployment's
+/// labels): their controllers write annotations with the status, as upstream's does.
 fn update(
     state: &mut State,
     request: &ParsedRequest,
@@ -652,7 +691,17 @@ fn update(
         _ => {}
     }
     let status_write = request.subresource.as_deref() == Some("status");
-    let mut result = if status_write {
+    let mut result = if status_write && request.group_version.starts_with("apps/") {
+        let mut result = written;
+        result["spec"] = stored.get("spec").cloned().unwrap_or(Value::Null);
+        if request.plural == "deployments" {
+            result["metadata"]["labels"] = stored
+                .pointer("/metadata/labels")
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        result
+    } else if status_write {
         let mut result = stored.clone();
         result["status"] = written.get("status").cloned().unwrap_or(Value::Null);
         result
@@ -933,5 +982,75 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(&failed_test, kube::Error::Api(s) if s.code == 422));
+    }
+
+    #[tokio::test]
+    async fn an_apps_status_write_keeps_its_metadata_but_not_its_spec() {
+        use k8s_openapi::api::apps::v1::Deployment;
+        let recorded = RecordedApi::new();
+        let mut d = Deployment::default();
+        d.metadata.name = Some("web".into());
+        d.metadata.namespace = Some("ns".into());
+        d.metadata.labels = Some(BTreeMap::from([("app".into(), "web".into())]));
+        recorded.insert(&d);
+        let api: Api<Deployment> = Api::namespaced(recorded.client(), "ns");
+
+        let mut written = api.get("web").await.unwrap();
+        written.metadata.annotations = Some(BTreeMap::from([("revision".into(), "2".into())]));
+        written.metadata.labels = None;
+        written.spec = Some(Default::default());
+        written.status = Some(Default::default());
+        let stored = api
+            .replace_status("web", &PostParams::default(), &written)
+            .await
+            .unwrap();
+        assert_eq!(stored.metadata.annotations.unwrap()["revision"], "2");
+        assert_eq!(
+            stored.metadata.labels.unwrap()["app"],
+            "web",
+            "a Deployment's labels stay"
+        );
+        assert!(stored.spec.is_none(), "the spec stays");
+        assert!(stored.status.is_some());
+    }
+
+    #[tokio::test]
+    async fn feeding_a_cache_brings_deletions_and_named_reactors_answer_for_one_object() {
+        use crate::informers::SharedInformers;
+        let recorded = RecordedApi::new();
+        for name in ["a", "b"] {
+            let mut pod = Pod::default();
+            pod.metadata.name = Some(name.into());
+            pod.metadata.namespace = Some("ns".into());
+            recorded.insert(&pod);
+        }
+        recorded.react_to(Verb::Delete, "pods", "b", Reaction::Conflict);
+        let informers = SharedInformers::new(recorded.client(), None);
+        let cache = crate::kinds::pod_informer(&informers);
+        recorded.feed(&cache, &());
+        assert_eq!(cache.list().len(), 2);
+
+        let api: Api<Pod> = Api::namespaced(recorded.client(), "ns");
+        api.delete("a", &DeleteParams::default()).await.unwrap();
+        api.delete("b", &DeleteParams::default())
+            .await
+            .expect_err("the reactor refuses b only");
+        assert_eq!(
+            recorded.resource_version(),
+            3,
+            "two insertions, one deletion"
+        );
+        recorded.feed(&cache, &());
+        let names: Vec<_> = cache
+            .list()
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect();
+        assert_eq!(names, [Some("b".to_string())]);
+        assert_eq!(
+            cache.observed_resource_version(),
+            3,
+            "the deletion is observed"
+        );
     }
 }

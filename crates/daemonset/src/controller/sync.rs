@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::tracked_api::TrackedApi;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
 use mini_kcm_runtime::decisions;
 use mini_kcm_runtime::events::object_reference;
@@ -29,6 +28,7 @@ use mini_kcm_runtime::kinds::pods_for_owner;
 use mini_kcm_runtime::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use super::DaemonSetController;
 use super::error::SyncError;
@@ -78,7 +78,9 @@ impl DaemonSetController {
         let placement = s.placements.get(&ds);
         let owner = OwnerInfo::of(ds.as_ref(), &s.core.resource);
         let ds_api = s.core.own_api(key);
-        let mut pods = self.claim_pods(key, &ds, &owner, &selector, &ds_api).await?;
+        let mut pods = self
+            .claim_pods(key, &ds, &owner, &selector, &ds_api)
+            .await?;
         let History { current, old } = self
             .construct_history(key, &ds, &owner, &selector, &ds_api, &mut pods)
             .await?;

@@ -12,6 +12,8 @@ mod rollout;
 mod sync;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
 
 use std::sync::Arc;
 

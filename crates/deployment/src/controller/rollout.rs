@@ -234,14 +234,12 @@ impl<'a> Rollout<'a> {
 
     async fn replace_rs(&mut self, rs: ReplicaSetObject) -> Result<ReplicaSetObject, SyncError> {
         let rs_name = name(&rs.metadata).to_string();
-        let stored = self
-            .rs_api
-            .replace(&rs_name, &rs)
-            .await
-            .map_err(|source| SyncError::UpdateReplicaSet {
+        let stored = self.rs_api.replace(&rs_name, &rs).await.map_err(|source| {
+            SyncError::UpdateReplicaSet {
                 name: rs_name.clone(),
                 source,
-            })?;
+            }
+        })?;
         if let Some(slot) = self.rss.iter_mut().find(|r| name(&r.metadata) == rs_name) {
             *slot = stored.clone();
         }

@@ -47,7 +47,9 @@ impl DeploymentController {
         let s = self;
         let d: DeploymentObject = (*cached).clone();
         let d_api = s.core.own_api(key);
-        let rs_api = s.core.api_with::<ReplicaSetObject>(key, &s.rs_resource, "ReplicaSet");
+        let rs_api = s
+            .core
+            .api_with::<ReplicaSetObject>(key, &s.rs_resource, "ReplicaSet");
         let regarding = object_reference(&d, &s.core.resource);
 
         let selector = match Selector::from_label_selector(&d.spec.selector) {

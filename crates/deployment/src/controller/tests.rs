@@ -1,24 +1,27 @@
-//! Controller-level unit tests: the controller on caches filled by hand and a client that cannot reach any
-//! server, so any API call the controller attempts shows up as an error. Mirrors upstream's handler tests
+//! Controller-level unit tests: the controller on caches filled by hand and a recorded API
+//! (`mini_kcm_runtime::recorded_api`), which answers and records every call, so a test asserts what the
+//! controller asked of the server, or that it asked nothing. Mirrors upstream's handler tests
 //! (TestGetReplicaSetsForDeployment-style owner resolution, the Recreate pod-deletion wake-up of
-//! TestPodDeletionEnqueuesRecreateDeployment) and checks the read-your-own-writes skip.
+//! TestPodDeletionEnqueuesRecreateDeployment) and checks the read-your-own-writes skip. Upstream's tests
+//! of whole syncs are in `super::upstream_tests`.
 
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::controller::offline::{drain_queue, offline_controller};
+use mini_kcm_runtime::controller::offline::drain_queue;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::DeploymentController;
-use super::error::SyncError;
-use crate::testutil::{deployment, recreate, rs_for};
+use crate::testutil::{Fixture, deployment, recreate, rs_for};
 use crate::{DeploymentObject, ReplicaSetObject};
 
-fn controller() -> Arc<DeploymentController> {
-    offline_controller(&mini_kcm_runtime::recorded_api::RecordedApi::new())
+/// A controller on a recorded API, and that API: a handler test asserts it was never called.
+fn controller() -> (Arc<DeploymentController>, Fixture) {
+    let f = Fixture::new();
+    (f.c.clone(), f)
 }
 
 fn controlled_by(meta: &mut ObjectMeta, api_version: &str, kind: &str, name: &str, uid: &str) {
@@ -48,20 +51,23 @@ fn replica_set(d: &DeploymentObject, name: &str, owner: Option<(&str, &str)>) ->
     rs
 }
 
+/// upstream: TestAddReplicaSet
 #[tokio::test]
 async fn a_replica_set_event_wakes_only_its_controller() {
-    let c = controller();
+    let (c, f) = controller();
     let first = deployment("first", 1, 1, 0);
     c.core.objects.cache_insert(first.clone());
     c.core.objects.cache_insert(deployment("second", 1, 1, 0));
     let owned = replica_set(&first, "rs", Some(("apps/v1", "second")));
     c.on_replica_set(&Change::Added(Arc::new(owned)), Origin::Watch);
     assert_eq!(drain_queue(&c.core).await, ["default/second"]);
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }
 
+/// upstream: TestAddReplicaSetOrphan
 #[tokio::test]
 async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
-    let c = controller();
+    let (c, f) = controller();
     let first = deployment("first", 1, 1, 0);
     c.core.objects.cache_insert(first.clone());
     c.core.objects.cache_insert(deployment("second", 1, 1, 0));
@@ -76,11 +82,12 @@ async fn an_orphan_replica_set_wakes_every_deployment_selecting_it() {
         drain_queue(&c.core).await,
         ["default/first", "default/second"]
     );
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }
 
 #[tokio::test]
 async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_ours() {
-    let c = controller();
+    let (c, f) = controller();
     let d = deployment("web", 1, 1, 0);
     c.core.objects.cache_insert(d.clone());
     // The copy named `web` is another object: another UID.
@@ -90,52 +97,193 @@ async fn a_replica_set_of_a_same_named_deployment_of_the_other_family_is_not_our
     }
     c.on_replica_set(&Change::Added(Arc::new(foreign)), Origin::Watch);
     assert!(drain_queue(&c.core).await.is_empty());
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }
 
 #[tokio::test]
 async fn a_reference_is_resolved_by_kind_name_and_uid_whatever_its_group_version() {
-    let c = controller();
+    let (c, f) = controller();
     let d = deployment("web", 1, 1, 0);
     c.core.objects.cache_insert(d.clone());
     // As upstream, a reference written with an older API group still names the owner by its UID.
     let legacy = replica_set(&d, "rs", Some(("extensions/v1beta1", "web")));
     c.on_replica_set(&Change::Added(Arc::new(legacy)), Origin::Watch);
     assert_eq!(drain_queue(&c.core).await, ["default/web"]);
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }
 
+/// upstream: TestUpdateReplicaSet, TestUpdateReplicaSetOrphanWithNewLabels,
+/// TestUpdateReplicaSetChangeControllerRef, TestUpdateReplicaSetRelease, TestDeleteReplicaSet,
+/// TestDeleteReplicaSetOrphan: which Deployments a ReplicaSet's update or deletion wakes. `d1` and `d2`
+/// select the same labels.
+#[tokio::test]
+async fn replica_set_updates_and_deletions_wake_the_deployments_concerned() {
+    let with_labels = |mut rs: ReplicaSetObject, value: &str| {
+        rs.metadata.labels = Some([("foo".to_string(), value.to_string())].into());
+        rs
+    };
+    let bumped = |mut rs: ReplicaSetObject| {
+        rs.metadata.resource_version = Some("2".into());
+        rs
+    };
+    let d1 = deployment("d1", 1, 1, 0);
+    let d2 = deployment("d2", 1, 1, 0);
+    let of_d1 = || {
+        let mut rs = replica_set(&d1, "rs1", Some(("apps/v1", "d1")));
+        rs.metadata.resource_version = Some("1".into());
+        rs
+    };
+    let orphan = || {
+        let mut rs = of_d1();
+        rs.metadata.owner_references = None;
+        rs
+    };
+    let of_d2 = || {
+        let mut rs = of_d1();
+        rs.metadata.owner_references = replica_set(&d2, "rs1", Some(("apps/v1", "d2")))
+            .metadata
+            .owner_references;
+        rs
+    };
+    let cases: Vec<(&str, Change<ReplicaSetObject>, Vec<&str>)> = vec![
+        (
+            "an update of a controlled ReplicaSet wakes its controller",
+            Change::Updated {
+                old: Arc::new(of_d1()),
+                new: Arc::new(bumped(of_d1())),
+            },
+            vec!["default/d1"],
+        ),
+        (
+            "an orphan whose labels now match wakes every Deployment selecting it",
+            Change::Updated {
+                old: Arc::new(with_labels(orphan(), "notbar")),
+                new: Arc::new(bumped(orphan())),
+            },
+            vec!["default/d1", "default/d2"],
+        ),
+        (
+            "a changed controller reference wakes the old and the new controller",
+            Change::Updated {
+                old: Arc::new(of_d2()),
+                new: Arc::new(bumped(of_d1())),
+            },
+            vec!["default/d1", "default/d2"],
+        ),
+        (
+            "a released ReplicaSet wakes every Deployment selecting it",
+            Change::Updated {
+                old: Arc::new(of_d1()),
+                new: Arc::new(bumped(orphan())),
+            },
+            vec!["default/d1", "default/d2"],
+        ),
+        (
+            "a deleted ReplicaSet wakes its controller",
+            Change::Deleted(Arc::new(of_d1())),
+            vec!["default/d1"],
+        ),
+        (
+            "a deleted orphan wakes nobody",
+            Change::Deleted(Arc::new(orphan())),
+            vec![],
+        ),
+    ];
+    for (case, change, expected) in cases {
+        let (c, f) = controller();
+        c.core.objects.cache_insert(d1.clone());
+        c.core.objects.cache_insert(d2.clone());
+        c.on_replica_set(&change, Origin::Watch);
+        assert_eq!(drain_queue(&c.core).await, expected, "{case}");
+        assert!(
+            f.api.requests().is_empty(),
+            "{case}: a handler calls no API"
+        );
+    }
+}
+
+/// A pod of `rs` (controlled by it), named `name`.
+fn pod_of(rs: &ReplicaSetObject, name: &str) -> CachedPod {
+    let mut pod = CachedPod::default();
+    pod.metadata.name = Some(name.into());
+    pod.metadata.namespace = Some("default".into());
+    let rs_name = rs.metadata.name.as_deref().unwrap_or_default();
+    let rs_uid = rs.metadata.uid.as_deref().unwrap_or_default();
+    controlled_by(&mut pod.metadata, "apps/v1", "ReplicaSet", rs_name, rs_uid);
+    pod
+}
+
+/// upstream: TestPodDeletionEnqueuesRecreateDeployment
 #[tokio::test]
 async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
     for (strategy_recreate, expected) in [(true, vec!["default/web"]), (false, vec![])] {
-        let c = controller();
+        let (c, f) = controller();
         let mut d = deployment("web", 1, 1, 0);
         if strategy_recreate {
             d = recreate(d);
         }
         c.core.objects.cache_insert(d.clone());
-        c.replica_sets
-            .cache_insert(replica_set(&d, "web-hash", Some(("apps/v1", "web"))));
-        let mut pod = CachedPod::default();
-        pod.metadata.name = Some("web-hash-x".into());
-        pod.metadata.namespace = Some("default".into());
-        controlled_by(
-            &mut pod.metadata,
-            "apps/v1",
-            "ReplicaSet",
-            "web-hash",
-            "uid-web-hash",
-        );
-        c.pod_deleted(&pod, Origin::Watch);
+        let rs = replica_set(&d, "web-hash", Some(("apps/v1", "web")));
+        c.replica_sets.cache_insert(rs.clone());
+        c.pod_deleted(&pod_of(&rs, "web-hash-x"), Origin::Watch);
         assert_eq!(
             drain_queue(&c.core).await,
             expected,
             "recreate: {strategy_recreate}"
         );
+        assert!(f.api.requests().is_empty(), "a handler calls no API");
+    }
+}
+
+/// upstream: TestPodDeletionDoesntEnqueueRecreateDeployment,
+/// TestPodDeletionPartialReplicaSetOwnershipDoesntEnqueueRecreateDeployment (and the `Enqueues`
+/// variants): a Recreate Deployment is woken by the deletion of its last pod only, whichever of its
+/// ReplicaSets holds the pods left; an orphan ReplicaSet's pods do not count.
+#[tokio::test]
+async fn a_recreate_deployment_is_woken_only_when_its_last_pod_is_gone() {
+    // (pods left in the cache after the deletion: of `web-1`, of `web-2`, of the orphan; woken)
+    let cases = [
+        (0, 0, 0, true),
+        (1, 0, 0, false),
+        (0, 1, 0, false),
+        (0, 0, 1, true),
+    ];
+    for (left_1, left_2, left_orphan, woken) in cases {
+        let (c, f) = controller();
+        let d = recreate(deployment("web", 1, 1, 0));
+        c.core.objects.cache_insert(d.clone());
+        let rs1 = replica_set(&d, "web-1", Some(("apps/v1", "web")));
+        let rs2 = replica_set(&d, "web-2", Some(("apps/v1", "web")));
+        let orphan = replica_set(&d, "orphan", None);
+        let mut pods = Vec::new();
+        for (rs, left) in [(&rs1, left_1), (&rs2, left_2), (&orphan, left_orphan)] {
+            c.replica_sets.cache_insert(rs.clone());
+            for i in 0..left {
+                let rs_name = rs.metadata.name.as_deref().unwrap_or_default();
+                pods.push(pod_of(rs, &format!("{rs_name}-{i}")));
+            }
+        }
+        for pod in pods {
+            c.pods.cache_insert(pod);
+        }
+        c.pod_deleted(&pod_of(&rs1, "web-1-gone"), Origin::Watch);
+        let expected: Vec<String> = if woken {
+            vec!["default/web".into()]
+        } else {
+            vec![]
+        };
+        assert_eq!(
+            drain_queue(&c.core).await,
+            expected,
+            "pods left: {left_1} of web-1, {left_2} of web-2, {left_orphan} of the orphan"
+        );
+        assert!(f.api.requests().is_empty(), "a handler calls no API");
     }
 }
 
 #[tokio::test]
 async fn the_sync_waits_until_the_cache_shows_its_own_writes() {
-    let c = controller();
+    let (c, f) = controller();
     let mut d = deployment("web", 1, 1, 0);
     d.metadata.resource_version = Some("5".into());
     c.core.objects.cache_insert(d.clone());
@@ -148,13 +296,14 @@ async fn the_sync_waits_until_the_cache_shows_its_own_writes() {
         .await
         .expect_err("a stale cache is not synced");
     assert!(matches!(err, SyncKeyError::StaleCache { .. }), "{err}");
+    assert!(f.api.requests().is_empty(), "a skipped sync calls no API");
     c.core.objects.cache_insert(written);
     assert!(c.core.consistency.is_ready(&key));
 }
 
 #[tokio::test]
 async fn a_deleted_deployment_is_forgotten_without_api_calls() {
-    let c = controller();
+    let (c, f) = controller();
     let key = ObjectKey::new("default", "gone");
     let mut written = deployment("gone", 1, 1, 0);
     written.metadata.resource_version = Some("10".into());
@@ -167,11 +316,12 @@ async fn a_deleted_deployment_is_forgotten_without_api_calls() {
         .await
         .expect("nothing to do, nothing called");
     assert_eq!(requeue, Requeue::Never);
+    assert!(f.api.requests().is_empty());
 }
 
 #[tokio::test]
 async fn selecting_everything_only_observes_the_generation() {
-    let c = controller();
+    let f = Fixture::new();
     let mut d = deployment("all", 1, 1, 0);
     d.spec.selector = LabelSelector::default();
     d.metadata.generation = Some(3);
@@ -182,27 +332,27 @@ async fn selecting_everything_only_observes_the_generation() {
         }
         .into(),
     );
-    c.core.objects.cache_insert(d.clone());
-    // Already observed: no write (the unreachable client would fail one), only a SelectingAll event.
-    let requeue = sync_key(c.as_ref(), &ObjectKey::of(&d.metadata))
-        .await
-        .expect("no API call");
+    f.add_deployment(&d);
+    // Already observed: no write, only a SelectingAll event.
+    let requeue = f.sync("all").await.expect("nothing to write");
     assert_eq!(requeue, Requeue::Never);
-    // Not yet observed: the generation is written, which fails against the unreachable client.
+    assert!(f.calls().is_empty(), "{:?}", f.calls());
+    assert_eq!(f.events(1).await, ["SelectingAll"]);
+
+    // Not yet observed: the generation is written, and nothing else.
     d.metadata.generation = Some(4);
-    c.core.objects.cache_insert(d.clone());
-    let err = sync_key(c.as_ref(), &ObjectKey::of(&d.metadata))
-        .await
-        .expect_err("a status write is attempted");
-    assert!(
-        matches!(err, SyncKeyError::Failed(SyncError::UpdateStatus(_))),
-        "{err}"
-    );
+    f.add_deployment(&d);
+    f.api.clear_requests();
+    let requeue = f.sync("all").await.expect("the status write succeeds");
+    assert_eq!(requeue, Requeue::Never);
+    assert_eq!(f.api.actions(), ["update deployments/status all"]);
+    let written = f.stored_deployment("all").unwrap();
+    assert_eq!(written.status.unwrap().observed_generation, Some(4));
 }
 
 #[tokio::test]
 async fn what_wakes_a_deployment_is_said_in_words() {
-    let c = controller();
+    let (c, f) = controller();
     let d = deployment("web", 1, 1, 0);
     c.core.objects.cache_insert(d.clone());
     let mut old = replica_set(&d, "web-7d9f", Some(("apps/v1", "web")));
@@ -233,4 +383,5 @@ async fn what_wakes_a_deployment_is_said_in_words() {
             "Deployment web spec changed (generation 3)"
         ]
     );
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }

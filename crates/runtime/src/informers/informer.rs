@@ -177,6 +177,15 @@ impl<K: Resource> Informer<K> {
         self.write(|s| s.upsert(key, Arc::new(object)));
     }
 
+    /// Takes an object out of the cache without a watch and without notifying handlers, as the watch's
+    /// deletion event would (`object` carries the deletion's resourceVersion, which counts as observed):
+    /// for unit tests, beside [`Informer::cache_insert`].
+    pub fn cache_delete(&self, object: &K) {
+        self.observe(object);
+        let key = key_of(object);
+        self.write(|s| s.remove(&key));
+    }
+
     /// The kind this informer watches (for logs).
     pub(crate) fn kind(&self) -> &str {
         &self.inner.kind
