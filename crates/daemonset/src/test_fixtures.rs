@@ -1,27 +1,20 @@
 //! Objects for the unit tests of this crate, as upstream's test helpers (`newDaemonSet`, `newNode`, a
 //! pod on a node with a revision hash, the update strategies). One place, so the tests of
-//! `placement`, `update`, `manage`, `status`, `history`, `backoff` and the controller share them; plus
-//! the controller tests' two helpers for the recorded API ([`store`], [`flushed_events`]).
+//! `placement`, `update`, `manage`, `status`, `history`, `backoff` and the controller share them. The
+//! helpers for the recorded API are the runtime's (`mini_kcm_runtime::controller::offline`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use k8s_openapi::api::apps::v1::{DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Node, NodeSpec, ObjectReference, Pod, PodCondition, PodSpec, PodStatus,
-    PodTemplateSpec, Taint, Toleration,
+    Affinity, Container, Node, NodeSpec, Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec,
+    Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use k8s_openapi::serde::Serialize;
-use k8s_openapi::serde::de::DeserializeOwned;
-use kube::Resource;
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::events::EventRecorder;
-use mini_kcm_runtime::informers::Informer;
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodSpec, CachedPodStatus};
-use mini_kcm_runtime::recorded_api::RecordedApi;
 
 use crate::{DaemonSetObject, REVISION_HASH_LABEL};
 
@@ -224,55 +217,4 @@ pub(crate) fn to_pod(cached: &CachedPod) -> Pod {
             ..Default::default()
         }),
     }
-}
-
-/// Puts `object` in the recorded API, then lets `cache` show every object of its kind the API holds (as a
-/// watch would have delivered them), so the cache and the API agree on UIDs and resourceVersions.
-pub(crate) fn store<K, C>(
-    api: &RecordedApi,
-    object: &K,
-    dt: &K::DynamicType,
-    cache: &Informer<C>,
-    cache_dt: &C::DynamicType,
-) where
-    K: Resource + Serialize,
-    C: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
-{
-    api.insert_with(object, dt);
-    api.feed(cache, cache_dt);
-}
-
-/// The reason of the marker event [`flushed_events`] records.
-const FLUSHED: &str = "TestEventsFlushed";
-
-/// The reasons of the events created since the API's requests were last cleared, once the recorder has
-/// written all it was given: a marker event is recorded after them (about an object of its own, so no
-/// correlation or spam filter touches it) and waited for, with a bounded number of yields (the recorder
-/// writes them in order, in the background).
-pub(crate) async fn flushed_events(api: &RecordedApi, recorder: &EventRecorder) -> Vec<String> {
-    static MARKERS: AtomicUsize = AtomicUsize::new(0);
-    let marker = ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("ConfigMap".into()),
-        namespace: Some("default".into()),
-        name: Some(format!(
-            "events-flushed-{}",
-            MARKERS.fetch_add(1, AtomicOrdering::Relaxed)
-        )),
-        uid: Some("events-flushed".into()),
-        ..Default::default()
-    };
-    let markers = |api: &RecordedApi| api.events().iter().filter(|r| *r == FLUSHED).count();
-    let before = markers(api);
-    recorder.normal(&marker, None, FLUSHED, "Test", "flushed".into());
-    let mut flushed = false;
-    for _ in 0..100_000 {
-        if markers(api) > before {
-            flushed = true;
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert!(flushed, "the event recorder did not write its events");
-    api.events().into_iter().filter(|r| r != FLUSHED).collect()
 }

@@ -11,12 +11,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::controller::offline::offline_controller;
-use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
-use mini_kcm_runtime::informers::Informer;
+use mini_kcm_runtime::controller::offline::{flushed_events, offline_controller, stored, sync};
+use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError};
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::recorded_api::{RecordedApi, Verb};
+use mini_kcm_runtime::recorded_api::RecordedApi;
 
 use crate::controller::{DeploymentController, SyncError};
 use crate::{DeploymentObject, ReplicaSetObject};
@@ -192,38 +191,6 @@ pub(crate) fn replica_sets() -> kube::discovery::ApiResource {
     WorkloadKind::ReplicaSet.api_resource(ApiFamily::Apps)
 }
 
-/// Stores `object` in the recorded API and puts the stored copy (UID and resourceVersion filled in)
-/// into `cache`, as the watch would deliver it; returns that copy. The cache and the API then agree, so
-/// a write guarded by the cached resourceVersion succeeds.
-pub(crate) fn stored<K>(
-    api: &RecordedApi,
-    cache: &Informer<K>,
-    object: &K,
-    dt: &K::DynamicType,
-) -> K
-where
-    K: kube::Resource
-        + Clone
-        + std::fmt::Debug
-        + k8s_openapi::serde::Serialize
-        + k8s_openapi::serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    api.insert_with(object, dt);
-    let meta = object.meta();
-    let stored: K = api
-        .get(
-            dt,
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
-        .expect("the recorded API keeps what it was given");
-    cache.cache_insert(stored.clone());
-    stored
-}
-
 /// A Deployment controller (`apps/v1`) on caches filled by the test and a recorded API, as upstream's
 /// `fixture` with its fake clientset.
 pub(crate) struct Fixture {
@@ -240,12 +207,24 @@ impl Fixture {
 
     /// `d` in the API and the Deployment cache; returns the stored copy.
     pub(crate) fn add_deployment(&self, d: &DeploymentObject) -> DeploymentObject {
-        stored(&self.api, &self.c.core.objects, d, &deployments())
+        stored(
+            &self.api,
+            d,
+            &deployments(),
+            &self.c.core.objects,
+            &deployments(),
+        )
     }
 
     /// `rs` in the API and the ReplicaSet cache; returns the stored copy.
     pub(crate) fn add_replica_set(&self, rs: &ReplicaSetObject) -> ReplicaSetObject {
-        stored(&self.api, &self.c.replica_sets, rs, &replica_sets())
+        stored(
+            &self.api,
+            rs,
+            &replica_sets(),
+            &self.c.replica_sets,
+            &replica_sets(),
+        )
     }
 
     /// A pod in the cache only: the Deployment controller never writes pods.
@@ -255,44 +234,7 @@ impl Fixture {
 
     /// One sync of `default/<name>`, prologue included.
     pub(crate) async fn sync(&self, name: &str) -> Result<Requeue, SyncKeyError<SyncError>> {
-        let before = self.api.requests().len();
-        // On the heap: a whole sync's future is large for a test thread's stack in a debug build.
-        let result = Box::pin(sync_key(self.c.as_ref(), &ObjectKey::new("default", name))).await;
-        self.keep_status_write_annotations(before);
-        result
-    }
-
-    /// What kube-apiserver's status strategy for Deployments keeps and the recorded API does not: a
-    /// write of `deployments/status` replaces everything but the spec and the labels, so the
-    /// annotations it carries (the revision, which the controller writes with the status, as
-    /// upstream) are stored. The recorded API keeps the stored metadata instead; this puts the
-    /// annotations of the status writes made since request `since` on the stored Deployments (same
-    /// resourceVersion: the same write). Within the sync, the controller saw answers without them.
-    fn keep_status_write_annotations(&self, since: usize) {
-        let requests = self.api.requests();
-        for write in requests.iter().skip(since) {
-            if write.verb != Verb::Update || write.resource != "deployments/status" {
-                continue;
-            }
-            let (Some(name), Some(body)) = (write.name.as_deref(), write.body.as_ref()) else {
-                continue;
-            };
-            let Some(mut stored) = self.stored_deployment(name) else {
-                continue;
-            };
-            let written = body
-                .pointer("/metadata/annotations")
-                .and_then(|a| serde_json::from_value::<BTreeMap<String, String>>(a.clone()).ok())
-                .unwrap_or_default();
-            let annotations = stored
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new);
-            for (key, value) in written {
-                annotations.insert(key, value);
-            }
-            self.api.insert_with(&stored, &deployments());
-        }
+        sync(self.c.as_ref(), &ObjectKey::new("default", name)).await
     }
 
     /// [`Fixture::sync`], which must succeed (`what` says why it should); its requeue is not checked.
@@ -307,18 +249,9 @@ impl Fixture {
         self.api.feed(&self.c.core.objects, &deployments());
     }
 
-    /// The ReplicaSet cache catches up with the API (creations and updates; see
-    /// [`Fixture::show_deleted`] for deletions).
+    /// The ReplicaSet cache catches up with the API (creations, updates and deletions).
     pub(crate) fn feed_replica_sets(&self) {
         self.api.feed(&self.c.replica_sets, &replica_sets());
-    }
-
-    /// The ReplicaSet cache shows the deletion of `deleted`, whose resourceVersion the caller sets at
-    /// or after the deletion's. The cache has no removal for tests, so the object stays, marked as
-    /// being deleted, as a deletion still waiting for a finalizer would show.
-    pub(crate) fn show_deleted(&self, mut deleted: ReplicaSetObject) {
-        deleted.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-        self.c.replica_sets.cache_insert(deleted);
     }
 
     /// The Deployment as the API has it now.
@@ -333,12 +266,7 @@ impl Fixture {
 
     /// Every request but the event recorder's (reads included), as `verb resource name`.
     pub(crate) fn calls(&self) -> Vec<String> {
-        self.api
-            .requests()
-            .iter()
-            .filter(|r| r.plural() != "events")
-            .map(|r| r.action())
-            .collect()
+        self.api.calls()
     }
 
     /// The writes' bodies of `verb resource` on `name`, in order (e.g. every update of one ReplicaSet).
@@ -351,16 +279,9 @@ impl Fixture {
             .collect()
     }
 
-    /// The reasons of the events written, once at least `count` have been (the recorder writes in
-    /// the background; a bounded wait, then whatever is there).
-    pub(crate) async fn events(&self, count: usize) -> Vec<String> {
-        for _ in 0..10_000 {
-            if self.api.events().len() >= count {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        self.api.events()
+    /// The reasons of the events written, once the recorder has written all it was given.
+    pub(crate) async fn events(&self) -> Vec<String> {
+        flushed_events(&self.api, &self.c.core.recorder).await
     }
 }
 

@@ -369,6 +369,16 @@ impl RecordedApi {
         self.writes().iter().map(RecordedRequest::action).collect()
     }
 
+    /// Every request but the event recorder's (reads included), as `verb resource name`: the API calls
+    /// a sync made.
+    pub fn calls(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter(|r| r.plural() != "events")
+            .map(RecordedRequest::action)
+            .collect()
+    }
+
     /// The reasons of the events written so far (the recorder writes in the background: wait for them
     /// first).
     pub fn events(&self) -> Vec<String> {

@@ -34,14 +34,13 @@ impl DaemonSetController {
         pods_to_delete: &[String],
         nodes_needing_pods: &[String],
     ) -> Result<(), SyncError> {
-        let s = self;
         let key = snapshot.key;
         let burst = crate::BURST_REPLICAS;
         let create_count = nodes_needing_pods.len().min(burst);
         let delete_count = pods_to_delete.len().min(burst);
-        s.expectations
+        self.expectations
             .set_expectations(key, create_count, delete_count);
-        let regarding = object_reference(snapshot.ds, &s.core.resource);
+        let regarding = object_reference(snapshot.ds, &self.core.resource);
         let mut errors = Vec::new();
 
         if create_count > 0 {
@@ -60,7 +59,7 @@ impl DaemonSetController {
             // already subtracted one by one.)
             let skipped = create_count.saturating_sub(attempted.load(Ordering::Relaxed));
             if skipped > 0 {
-                s.expectations.lower_expectations(key, skipped, 0);
+                self.expectations.lower_expectations(key, skipped, 0);
             }
             if let Some(error) = error {
                 tracing::warn!(
@@ -98,9 +97,8 @@ impl DaemonSetController {
         node_name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), PodWriteError> {
-        let s = self;
         let pinned = pod_template_for_node(template, node_name);
-        match s
+        match self
             .pod_control
             .create(snapshot.key, &pinned, &snapshot.owner, regarding)
             .await
@@ -111,7 +109,7 @@ impl DaemonSetController {
             }
             Err(e) => {
                 // This creation will never be observed.
-                s.expectations.creation_observed(snapshot.key);
+                self.expectations.creation_observed(snapshot.key);
                 Err(PodWriteError::Create {
                     node: Some(node_name.to_string()),
                     error: e,
@@ -126,8 +124,7 @@ impl DaemonSetController {
         name: &str,
         regarding: &ObjectReference,
     ) -> Result<(), PodWriteError> {
-        let s = self;
-        match s
+        match self
             .pod_control
             .delete(snapshot.key, &snapshot.owner.namespace, name, regarding)
             .await
@@ -135,7 +132,7 @@ impl DaemonSetController {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The informer will not observe this deletion: stop waiting for it.
-                s.expectations.deletion_observed(snapshot.key);
+                self.expectations.deletion_observed(snapshot.key);
                 if is_not_found(&e) {
                     Ok(())
                 } else {

@@ -53,16 +53,17 @@ impl DaemonSetController {
         ds_api: &TrackedApi<DaemonSetObject>,
         pods: &mut [Arc<CachedPod>],
     ) -> Result<History, SyncError> {
-        let s = self;
-        let api = s.core.api::<ControllerRevision>(key, "ControllerRevision");
-        let mut candidates = s.revisions.by_index(CONTROLLER_UID_INDEX, &owner.uid);
+        let api = self
+            .core
+            .api::<ControllerRevision>(key, "ControllerRevision");
+        let mut candidates = self.revisions.by_index(CONTROLLER_UID_INDEX, &owner.uid);
         candidates.extend(
-            s.revisions
+            self.revisions
                 .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(&owner.namespace)),
         );
         let matches = |revision: &ControllerRevision| selector.matches_meta(&revision.metadata);
         let claimed = claim(&api, owner, candidates, matches, || {
-            s.core.objects.recheck(ds_api, ds)
+            self.core.objects.recheck(ds_api, ds)
         })
         .await
         .map_err(HistoryFailure::from)?
@@ -248,13 +249,12 @@ impl DaemonSetController {
         current: &[Arc<ControllerRevision>],
         pods: &mut [Arc<CachedPod>],
     ) -> Result<Arc<ControllerRevision>, SyncError> {
-        let s = self;
         let refs: Vec<&ControllerRevision> = current.iter().map(AsRef::as_ref).collect();
         let Some(plan) = dedup_histories(&refs) else {
             unreachable!("dedup is only called with two or more revisions")
         };
         let keep_hash = plan.keep_hash().to_string();
-        let pods_api = s.core.api::<CachedPod>(key, "pod");
+        let pods_api = self.core.api::<CachedPod>(key, "pod");
         let to_relabel: HashSet<String> = plan
             .pods_to_relabel(pods.iter().map(AsRef::as_ref))
             .into_iter()
@@ -308,7 +308,6 @@ impl DaemonSetController {
         old: &[Arc<ControllerRevision>],
         pods: &[Arc<CachedPod>],
     ) -> Result<(), SyncError> {
-        let s = self;
         let limit = revision_history_limit(snapshot.ds);
         if old.len() <= usize::try_from(limit).unwrap_or(0) {
             return Ok(());
@@ -316,7 +315,7 @@ impl DaemonSetController {
         let with_deleted_terminal = group_pods_by_node(pods.iter().map(AsRef::as_ref), true);
         let live = live_hashes(with_deleted_terminal.values().flatten().copied());
         let old_refs: Vec<&ControllerRevision> = old.iter().map(AsRef::as_ref).collect();
-        let api = s
+        let api = self
             .core
             .api::<ControllerRevision>(snapshot.key, "ControllerRevision");
         for revision in revisions_to_clean_up(&old_refs, &live, limit) {

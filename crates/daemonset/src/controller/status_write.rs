@@ -30,7 +30,6 @@ impl DaemonSetController {
         ds_api: &TrackedApi<DaemonSetObject>,
         update_observed_generation: bool,
     ) -> Result<Requeue, SyncError> {
-        let s = self;
         let evaluated = Instant::now();
         let report = calculate_status(
             snapshot.ds,
@@ -41,7 +40,7 @@ impl DaemonSetController {
             Timestamp::now(),
         );
         let due = status_to_store(snapshot.ds, &report.counts, update_observed_generation);
-        if let Some(status) = due.filter(|_| !s.core.status_writes.defer(snapshot.key)) {
+        if let Some(status) = due.filter(|_| !self.core.status_writes.defer(snapshot.key)) {
             tracing::debug!(counts = ?report.counts, "updating status");
             store_status(
                 ds_api,

@@ -47,14 +47,13 @@ impl DaemonSetController {
         key: &ObjectKey,
         ds: Arc<DaemonSetObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = self;
         let started = std::time::Instant::now();
-        let ds = without_unmaintained_template_generation(ds, s.core.options.family);
+        let ds = without_unmaintained_template_generation(ds, self.core.options.family);
         let selector = match Selector::from_label_selector(&ds.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {
-                s.core.recorder.warning(
-                    &object_reference(ds.as_ref(), &s.core.resource),
+                self.core.recorder.warning(
+                    &object_reference(ds.as_ref(), &self.core.resource),
                     None,
                     SELECTING_ALL_REASON,
                     "Select",
@@ -74,10 +73,10 @@ impl DaemonSetController {
             return Ok(Requeue::Never);
         }
 
-        let nodes = s.nodes.list();
-        let placement = s.placements.get(&ds);
-        let owner = OwnerInfo::of(ds.as_ref(), &s.core.resource);
-        let ds_api = s.core.own_api(key);
+        let nodes = self.nodes.list();
+        let placement = self.placements.get(&ds);
+        let owner = OwnerInfo::of(ds.as_ref(), &self.core.resource);
+        let ds_api = self.core.own_api(key);
         let mut pods = self
             .claim_pods(key, &ds, &owner, &selector, &ds_api)
             .await?;
@@ -102,11 +101,11 @@ impl DaemonSetController {
         };
         // Waiting for earlier creations or deletions to show up: only the status, and without claiming
         // that this generation was processed.
-        let needs_sync = s.expectations.satisfied_expectations(key);
+        let needs_sync = self.expectations.satisfied_expectations(key);
         let update_result = if needs_sync {
             self.update_daemon_set(&snapshot, &old, &pods).await
         } else {
-            decisions::skip(waiting_reason(s.expectations.get(key)));
+            decisions::skip(waiting_reason(self.expectations.get(key)));
             Ok(Requeue::Never)
         };
         let status_result = self.update_status(&snapshot, &ds_api, needs_sync).await;
@@ -129,13 +128,12 @@ impl DaemonSetController {
         old_revisions: &[Arc<k8s_openapi::api::apps::v1::ControllerRevision>],
         pods: &[Arc<CachedPod>],
     ) -> Result<Requeue, SyncError> {
-        let s = self;
         let (manage_acted, requeue) = self.manage(snapshot).await?;
         // The rolling update plans on the same snapshot, so only when manage changed nothing in it (upstream
         // re-reads the cache, which is the same thing once the expectations are satisfied). A manage that
         // acted brings events, and with them the next sync.
         if !manage_acted
-            && s.expectations.satisfied_expectations(snapshot.key)
+            && self.expectations.satisfied_expectations(snapshot.key)
             && is_rolling_update(snapshot.ds)
         {
             let plan = plan_rolling_update(
@@ -164,7 +162,6 @@ impl DaemonSetController {
     ///
     /// upstream: manage
     async fn manage(&self, snapshot: &Snapshot<'_>) -> Result<(bool, Requeue), SyncError> {
-        let s = self;
         let plan = {
             let ctx = ManageContext::new(
                 snapshot.ds,
@@ -172,7 +169,7 @@ impl DaemonSetController {
                 Timestamp::now(),
                 tokio::time::Instant::now(),
             );
-            let mut backoff = s.backoff();
+            let mut backoff = self.backoff();
             plan_manage(
                 &ctx,
                 snapshot.placement,
@@ -181,7 +178,7 @@ impl DaemonSetController {
                 &mut backoff,
             )
         };
-        let regarding = object_reference(snapshot.ds, &s.core.resource);
+        let regarding = object_reference(snapshot.ds, &self.core.resource);
         if decisions::recording() {
             let map = node_map(snapshot.placement, snapshot.nodes, &snapshot.node_to_pods);
             decisions::observe("nodes", map.len());
@@ -202,7 +199,7 @@ impl DaemonSetController {
                 name: Some(event.pod),
                 ..Default::default()
             });
-            s.core.recorder.record(
+            self.core.recorder.record(
                 event.event_type,
                 &regarding,
                 related,
@@ -233,12 +230,11 @@ impl DaemonSetController {
         selector: &Selector,
         ds_api: &TrackedApi<DaemonSetObject>,
     ) -> Result<Vec<Arc<CachedPod>>, SyncError> {
-        let s = self;
-        let candidates = pods_for_owner(&s.pods, &owner.namespace, &owner.uid);
-        let pods_api = s.core.api::<CachedPod>(key, "pod");
+        let candidates = pods_for_owner(&self.pods, &owner.namespace, &owner.uid);
+        let pods_api = self.core.api::<CachedPod>(key, "pod");
         let matches = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         let claimed = claim(&pods_api, owner, candidates, matches, || {
-            s.core.objects.recheck(ds_api, ds)
+            self.core.objects.recheck(ds_api, ds)
         })
         .await
         .map_err(SyncError::ClaimPods)?;

@@ -15,7 +15,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ApiResource;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::controller::offline::{drain_queue, key, offline_controller};
+use mini_kcm_runtime::controller::offline::{
+    drain_queue, flushed_events, key, offline_controller, stored,
+};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
@@ -26,9 +28,7 @@ use super::DaemonSetController;
 use crate::DaemonSetObject;
 use crate::REVISION_HASH_LABEL;
 use crate::history::{build_revision, revision_data};
-use crate::test_fixtures::{
-    controller_ref, flushed_events, labels, new_ds, new_node, pod_with, store, to_pod,
-};
+use crate::test_fixtures::{controller_ref, labels, new_ds, new_node, pod_with, to_pod};
 use mini_kcm_runtime::controller::{Requeue, SyncKeyError, sync_key};
 
 /// A controller whose handlers are driven by hand (no sync).
@@ -48,19 +48,19 @@ fn ds_resource() -> ApiResource {
 }
 
 fn put_ds(api: &RecordedApi, c: &DaemonSetController, ds: &DaemonSetObject) {
-    store(api, ds, &ds_resource(), &c.core.objects, &ds_resource());
+    stored(api, ds, &ds_resource(), &c.core.objects, &ds_resource());
 }
 
 fn put_node(api: &RecordedApi, c: &DaemonSetController, node: &Node) {
-    store(api, node, &(), &c.nodes, &());
+    stored(api, node, &(), &c.nodes, &());
 }
 
 fn put_pod(api: &RecordedApi, c: &DaemonSetController, pod: &CachedPod) {
-    store(api, &to_pod(pod), &(), &c.pods, &());
+    stored(api, &to_pod(pod), &(), &c.pods, &());
 }
 
 fn put_revision(api: &RecordedApi, c: &DaemonSetController, revision: &ControllerRevision) {
-    store(api, revision, &(), &c.revisions, &());
+    stored(api, revision, &(), &c.revisions, &());
 }
 
 /// The API's latest resourceVersion, as a list (or a watch bookmark) reports it.

@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{ApiResource, ObjectMeta};
-use mini_kcm_runtime::controller::offline::{drain_queue, offline_controller};
+use mini_kcm_runtime::controller::offline::{drain_queue, flushed_events, offline_controller};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
 use mini_kcm_runtime::informers::{Change, Origin};
 use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
@@ -46,8 +46,8 @@ use super::{DaemonSetController, SyncError};
 use crate::backoff::failed_pods_backoff_key;
 use crate::history::{build_revision, revision_data};
 use crate::test_fixtures::{
-    controller_ref, flushed_events, labels, new_ds, new_node, on_delete_strategy, simple_ds_labels,
-    surge_strategy, taint, tainted, toleration, unavailable_strategy, update_strategies,
+    controller_ref, labels, new_ds, new_node, on_delete_strategy, simple_ds_labels, surge_strategy,
+    taint, tainted, toleration, unavailable_strategy, update_strategies,
 };
 use crate::{DaemonSetObject, REVISION_HASH_LABEL};
 

@@ -144,10 +144,9 @@ impl<'a> Rollout<'a> {
         &mut self,
         old: &[ReplicaSetObject],
     ) -> Result<ReplicaSetObject, SyncError> {
-        let s = &self.c;
         let old_refs: Vec<&ReplicaSetObject> = old.iter().collect();
-        let owner = OwnerInfo::of(&self.d, &s.core.resource).controller_reference();
-        let rs = new_replica_set(&self.d, &old_refs, owner, &s.rs_resource)?;
+        let owner = OwnerInfo::of(&self.d, &self.c.core.resource).controller_reference();
+        let rs = new_replica_set(&self.d, &old_refs, owner, &self.c.rs_resource)?;
         let rs_name = name(&rs.metadata).to_string();
         let revision_of_new = revision(&rs.metadata).unwrap_or(0);
         let (created_rs, created) = match self.rs_api.create(&rs).await {

@@ -44,19 +44,18 @@ impl DeploymentController {
         key: &ObjectKey,
         cached: Arc<DeploymentObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = self;
         let d: DeploymentObject = (*cached).clone();
-        let d_api = s.core.own_api(key);
-        let rs_api = s
+        let d_api = self.core.own_api(key);
+        let rs_api = self
             .core
-            .api_with::<ReplicaSetObject>(key, &s.rs_resource, "ReplicaSet");
-        let regarding = object_reference(&d, &s.core.resource);
+            .api_with::<ReplicaSetObject>(key, &self.rs_resource, "ReplicaSet");
+        let regarding = object_reference(&d, &self.core.resource);
 
         let selector = match Selector::from_label_selector(&d.spec.selector) {
             Ok(selector) if !selector.is_empty() => selector,
             Ok(_) => {
                 decisions::skip("refused: an empty selector selects every pod");
-                s.core.recorder.warning(
+                self.core.recorder.warning(
                     &regarding,
                     None,
                     "SelectingAll",
@@ -82,7 +81,7 @@ impl DeploymentController {
             decisions::skip(
                 "refused: the selector uses pod-template-hash, which would select nothing the controller creates",
             );
-            s.core.recorder.warning(
+            self.core.recorder.warning(
                 &regarding,
                 None,
                 event_reasons::SELECTOR_USES_POD_TEMPLATE_HASH,
@@ -155,16 +154,15 @@ impl DeploymentController {
         rs_api: &TrackedApi<ReplicaSetObject>,
         selector: &Selector,
     ) -> Result<Vec<ReplicaSetObject>, SyncError> {
-        let s = self;
         let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
         let uid = d.metadata.uid.clone().unwrap_or_default();
-        let mut candidates = s.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
+        let mut candidates = self.replica_sets.by_index(CONTROLLER_UID_INDEX, &uid);
         candidates.extend(
-            s.replica_sets
+            self.replica_sets
                 .by_index(CONTROLLER_UID_INDEX, &orphan_index_value(namespace)),
         );
-        let owner = OwnerInfo::of(d, &s.core.resource);
-        let recheck = || s.core.objects.recheck(d_api, d);
+        let owner = OwnerInfo::of(d, &self.core.resource);
+        let recheck = || self.core.objects.recheck(d_api, d);
         let matches = |rs: &ReplicaSetObject| selector.matches_meta(&rs.metadata);
         let claimed = claim(rs_api, &owner, candidates, matches, recheck).await?;
         Ok(claimed

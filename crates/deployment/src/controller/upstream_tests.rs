@@ -151,7 +151,7 @@ async fn a_deployment_without_replica_sets_creates_its_new_one() {
         "1"
     );
     assert_eq!(writes[1]["status"]["unavailableReplicas"], 1);
-    assert_eq!(f.events(1).await, ["ScalingReplicaSet"]);
+    assert_eq!(f.events().await, ["ScalingReplicaSet"]);
 }
 
 /// upstream: TestSyncDeploymentDontDoAnythingDuringDeletion
@@ -210,7 +210,7 @@ async fn a_deployment_selecting_everything_is_not_synced() {
     assert_eq!(requeue, Requeue::Never);
     // No generation to observe (as upstream's fixture): no write at all.
     assert!(f.calls().is_empty(), "{:?}", f.calls());
-    assert_eq!(f.events(1).await, ["SelectingAll"]);
+    assert_eq!(f.events().await, ["SelectingAll"]);
 }
 
 /// The Deployment and ReplicaSets of upstream's TestReentrantRollback: at revision 2, asked to roll
@@ -261,7 +261,7 @@ async fn a_rollback_updates_the_deployment_and_no_replica_set() {
     let annotations = d.metadata.annotations.as_ref().unwrap();
     assert!(!annotations.contains_key(ROLLBACK_TO_ANNOTATION));
     assert_eq!(annotations[REVISION_ANNOTATION], "2");
-    assert_eq!(f.events(1).await, ["DeploymentRollback"]);
+    assert_eq!(f.events().await, ["DeploymentRollback"]);
 }
 
 /// upstream: TestGetReplicaSetsForDeployment
@@ -344,7 +344,7 @@ async fn recreate_scales_every_old_replica_set_down_first() {
         "old ones down, no new ReplicaSet yet"
     );
     assert_eq!(sizes_written(&f, "foo-0"), [0]);
-    assert_eq!(f.events(1).await, ["ScalingReplicaSet"]);
+    assert_eq!(f.events().await, ["ScalingReplicaSet"]);
 }
 
 /// upstream: TestOldPodsRunning, TestGetPodMapForReplicaSets
@@ -1410,16 +1410,7 @@ async fn after_deleting_a_replica_set_the_next_sync_waits_for_it() {
     assert_eq!(deleted, ["foo-1"]);
     f.feed_deployments();
     assert_waits(&f, "foo", "the deletion is not seen yet").await;
-    let gone = f.c.replica_sets.get("default", "foo-1").unwrap();
-    // Every write so far: the deletion and the status write after it.
-    let latest = f
-        .stored_deployment("foo")
-        .unwrap()
-        .metadata
-        .resource_version;
-    let mut gone = (*gone).clone();
-    gone.metadata.resource_version = latest;
-    f.show_deleted(gone);
+    f.feed_replica_sets();
     f.api.clear_requests();
     f.run("foo", "the caches show every write").await;
     assert!(f.calls().is_empty(), "nothing left to do: {:?}", f.calls());

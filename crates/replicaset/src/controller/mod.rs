@@ -15,6 +15,8 @@ mod sync;
 pub(crate) use error::SyncError;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
 
 use std::sync::Arc;
 

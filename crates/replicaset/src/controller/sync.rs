@@ -49,10 +49,9 @@ impl ReplicaSetController {
         key: &ObjectKey,
         rs: Arc<ReplicaSetObject>,
     ) -> Result<Requeue, SyncError> {
-        let s = self;
         let started = std::time::Instant::now();
         let namespace = key.namespace();
-        let needs_sync = s.expectations.satisfied_expectations(key);
+        let needs_sync = self.expectations.satisfied_expectations(key);
         let selector = match Selector::from_label_selector(&rs.spec.selector) {
             Ok(selector) => selector,
             Err(e) => {
@@ -64,10 +63,10 @@ impl ReplicaSetController {
 
         // Snapshot: this ReplicaSet's pods and the namespace's orphans.
         let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let candidates = pods_for_owner(&s.pods, namespace, &uid);
+        let candidates = pods_for_owner(&self.pods, namespace, &uid);
         let labels_match = |pod: &CachedPod| selector.matches_meta(&pod.metadata);
         // Counted only with the DeploymentReplicaSetTerminatingReplicas gate on, as upstream.
-        let features = &s.core.options.features;
+        let features = &self.core.options.features;
         let terminating = features
             .enabled(Feature::DeploymentReplicaSetTerminatingReplicas)
             .then(|| {
@@ -83,10 +82,10 @@ impl ReplicaSetController {
             .into_iter()
             .filter(|p| is_pod_active(p))
             .collect();
-        let owner = OwnerInfo::of(rs.as_ref(), &s.core.resource);
-        let pods_api = s.core.api::<CachedPod>(key, "pod");
-        let sets_api = s.core.own_api(key);
-        let recheck_owner = || s.core.objects.recheck(&sets_api, &rs);
+        let owner = OwnerInfo::of(rs.as_ref(), &self.core.resource);
+        let pods_api = self.core.api::<CachedPod>(key, "pod");
+        let sets_api = self.core.own_api(key);
+        let recheck_owner = || self.core.objects.recheck(&sets_api, &rs);
         let claimed = claim(&pods_api, &owner, active, labels_match, recheck_owner)
             .await?
             .claimed;
@@ -99,7 +98,7 @@ impl ReplicaSetController {
         }
         let mut failure = None;
         if !needs_sync {
-            decisions::skip(waiting_reason(s.expectations.get(key)));
+            decisions::skip(waiting_reason(self.expectations.get(key)));
         } else if owner.deleting {
             decisions::skip(
                 "skipped: the ReplicaSet is being deleted (no creations, no deletions)",
@@ -115,7 +114,7 @@ impl ReplicaSetController {
             );
             // Upstream observes it only when the pods were ranked (not all of them go).
             if let (ReplicaPlan::Delete { pods, .. }, Some(histogram)) =
-                (&plan, &s.core.metrics.sorting_deletion_age_ratio)
+                (&plan, &self.core.metrics.sorting_deletion_age_ratio)
                 && pods.len() < claimed.len()
             {
                 for ratio in deletion_age_ratios(&claimed, pods, Timestamp::now()) {
@@ -128,15 +127,17 @@ impl ReplicaSetController {
         let now = Timestamp::now();
         let status = calculate_status(
             &rs,
-            s.core.options.family,
+            self.core.options.family,
             &claimed,
             terminating,
             failure.as_ref(),
             now,
         );
-        let stored = update_status(&sets_api, &rs, status, || s.core.status_writes.defer(key))
-            .await
-            .map_err(SyncError::Status)?;
+        let stored = update_status(&sets_api, &rs, status, || {
+            self.core.status_writes.defer(key)
+        })
+        .await
+        .map_err(SyncError::Status)?;
         tracing::debug!(elapsed = ?started.elapsed(), "synced");
         if let Some(failure) = failure {
             return Err(failure.into());
@@ -162,15 +163,14 @@ impl ReplicaSetController {
     /// Active pods of every ReplicaSet sharing this one's controller (a Deployment's ReplicaSets), for
     /// ranking deletions by crowding on nodes. Empty when the ReplicaSet has no controller.
     fn related_pods(&self, rs: &ReplicaSetObject) -> Vec<Arc<CachedPod>> {
-        let s = self;
         let Some(controller) = controller_uid(&rs.metadata) else {
             return Vec::new();
         };
         // A pod has at most one controller, so the siblings' pod lists do not overlap.
         let mut related = Vec::new();
-        for sibling in s.core.objects.by_index(CONTROLLER_UID_INDEX, controller) {
+        for sibling in self.core.objects.by_index(CONTROLLER_UID_INDEX, controller) {
             if let Some(sibling_uid) = sibling.metadata.uid.as_deref() {
-                related.extend(s.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid));
+                related.extend(self.pods.by_index(POD_CONTROLLER_INDEX, sibling_uid));
             }
         }
         related
@@ -186,8 +186,7 @@ impl ReplicaSetController {
         owner: &OwnerInfo,
         plan: ReplicaPlan,
     ) -> Option<ManageFailure> {
-        let s = self;
-        let regarding = object_reference(rs, &s.core.resource);
+        let regarding = object_reference(rs, &self.core.resource);
         match plan {
             ReplicaPlan::Steady => None,
             ReplicaPlan::Create {
@@ -202,16 +201,16 @@ impl ReplicaSetController {
                     "creating {count} pod(s) {}",
                     describe_batches(count, SLOW_START_INITIAL_BATCH_SIZE)
                 ));
-                s.expectations.expect_creations(key, count);
+                self.expectations.expect_creations(key, count);
                 let template = rs.spec.template.clone().unwrap_or_default();
                 let (created, error) =
                     slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, |_| {
-                        s.pod_control.create(key, &template, owner, &regarding)
+                        self.pod_control.create(key, &template, owner, &regarding)
                     })
                     .await;
                 // Creations never attempted (or failed) will not be observed: stop waiting for them.
                 for _ in created..count {
-                    s.expectations.creation_observed(key);
+                    self.expectations.creation_observed(key);
                 }
                 error.map(|e| {
                     tracing::warn!(created, wanted = count, error = %e, "creating pods failed");
@@ -234,7 +233,7 @@ impl ReplicaSetController {
                     .map(|(p, _)| ObjectKey::of(&p.metadata))
                     .collect();
                 // Expect the deletions before issuing them, so their events are counted exactly once.
-                s.expectations.expect_deletions(key, pod_keys);
+                self.expectations.expect_deletions(key, pod_keys);
                 let regarding = &regarding;
                 let deletions = pods.iter().map(|(pod, why)| async move {
                     let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -258,14 +257,17 @@ impl ReplicaSetController {
         pod: &CachedPod,
         regarding: &ObjectReference,
     ) -> Result<(), kube::Error> {
-        let s = self;
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
-        match s.pod_control.delete(key, namespace, name, regarding).await {
+        match self
+            .pod_control
+            .delete(key, namespace, name, regarding)
+            .await
+        {
             Ok(()) => Ok(()),
             Err(e) => {
                 // The informer will not observe this deletion: stop waiting for it.
-                s.expectations
+                self.expectations
                     .deletion_observed(key, &ObjectKey::of(&pod.metadata));
                 if is_not_found(&e) { Ok(()) } else { Err(e) }
             }

@@ -4,10 +4,17 @@
 //! and the keys its handlers queued, to check who was woken.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::core::built;
-use super::{ControllerCore, ControllerOptions, ObjectKey, Reconcile};
-use crate::informers::SharedInformers;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::core::{built, sync_key};
+use super::{ControllerCore, ControllerOptions, ObjectKey, Reconcile, Requeue, SyncKeyError};
+use crate::events::EventRecorder;
+use crate::informers::{Informer, SharedInformers};
 use crate::kinds::ApiFamily;
 use crate::metrics::ControllerMetrics;
 use crate::recorded_api::RecordedApi;
@@ -31,6 +38,84 @@ pub fn offline_controller_with<R: Reconcile>(
         options,
         ControllerMetrics::unregistered(),
     )
+}
+
+/// One sync of `key`, prologue included, as a worker runs it. The future is put on the heap: a whole
+/// sync's is large for a test thread's stack in a debug build.
+pub async fn sync<R: Reconcile>(
+    controller: &R,
+    key: &ObjectKey,
+) -> Result<Requeue, SyncKeyError<R::Error>> {
+    Box::pin(sync_key(controller, key)).await
+}
+
+/// Stores `object` (of type `dt`) in `api` and puts the stored copy, read back as the cache keeps it
+/// (`C`: the same kind, or its cached view such as `CachedPod` for a `Pod`), into `cache`, as the
+/// watch would deliver it; returns that copy. The cache and the API then agree on UIDs and
+/// resourceVersions, so a write guarded by the cached resourceVersion succeeds.
+///
+/// # Panics
+/// If the API does not return what it was given as a `C` (a test's mistake).
+pub fn stored<K, C>(
+    api: &RecordedApi,
+    object: &K,
+    dt: &K::DynamicType,
+    cache: &Informer<C>,
+    cache_dt: &C::DynamicType,
+) -> C
+where
+    K: Resource + Serialize,
+    C: Resource + Clone + std::fmt::Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    api.insert_with(object, dt);
+    let meta = object.meta();
+    let copy: C = api
+        .get(
+            cache_dt,
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+        .expect("the recorded API returns what it was given");
+    cache.cache_insert(copy.clone());
+    copy
+}
+
+/// The reason of the marker event [`flushed_events`] records.
+const FLUSHED: &str = "TestEventsFlushed";
+
+/// The reasons of the events `api` has received (since its requests were last cleared), once
+/// `recorder` has written everything it was given: it writes in the background and in order, so a
+/// marker event recorded last (about an object of its own, which no aggregation touches) is awaited,
+/// with a bounded number of yields.
+///
+/// # Panics
+/// If the recorder does not write the marker within the bound.
+pub async fn flushed_events(api: &RecordedApi, recorder: &EventRecorder) -> Vec<String> {
+    static MARKERS: AtomicUsize = AtomicUsize::new(0);
+    let marker = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        namespace: Some("default".into()),
+        name: Some(format!(
+            "events-flushed-{}",
+            MARKERS.fetch_add(1, Ordering::Relaxed)
+        )),
+        uid: Some("events-flushed".into()),
+        ..Default::default()
+    };
+    let markers = |api: &RecordedApi| api.events().iter().filter(|r| *r == FLUSHED).count();
+    let before = markers(api);
+    recorder.normal(&marker, None, FLUSHED, "Test", "flushed".into());
+    let mut flushed = false;
+    for _ in 0..100_000 {
+        if markers(api) > before {
+            flushed = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(flushed, "the event recorder did not write its events");
+    api.events().into_iter().filter(|r| r != FLUSHED).collect()
 }
 
 /// Every key queued so far, as `namespace/name`, sorted; the queue is left empty.
