@@ -181,14 +181,11 @@ pub(crate) fn update_strategies() -> Vec<Option<DaemonSetUpdateStrategy>> {
 
 /// The controller reference a daemon pod or revision of `ds` carries.
 pub(crate) fn controller_ref(ds: &DaemonSetObject) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: ds.metadata.name.clone().unwrap_or_default(),
-        uid: ds.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    mini_kcm_fixtures::controller_ref(
+        "DaemonSet",
+        ds.metadata.name.as_deref().unwrap_or_default(),
+        ds.metadata.uid.as_deref().unwrap_or_default(),
+    )
 }
 
 /// A cached pod as the API server would store it (the fields the cache keeps), to put it in a

@@ -287,14 +287,11 @@ impl Fixture {
 
 /// The controller reference `d` puts on its ReplicaSets.
 pub(crate) fn controller_ref(d: &DeploymentObject) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps/v1".to_string(),
-        kind: "Deployment".to_string(),
-        name: d.metadata.name.clone().unwrap_or_default(),
-        uid: d.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    mini_kcm_fixtures::controller_ref(
+        "Deployment",
+        d.metadata.name.as_deref().unwrap_or_default(),
+        d.metadata.uid.as_deref().unwrap_or_default(),
+    )
 }
 
 /// A ReplicaSet of `d` as the controller would have created it: `d`'s template with a

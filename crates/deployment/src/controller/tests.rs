@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::ObjectMeta;
 use mini_kcm_runtime::controller::offline::drain_queue;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
@@ -25,14 +25,12 @@ fn controller() -> (Arc<DeploymentController>, Fixture) {
 }
 
 fn controlled_by(meta: &mut ObjectMeta, api_version: &str, kind: &str, name: &str, uid: &str) {
-    meta.owner_references = Some(vec![OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: name.into(),
-        uid: uid.into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    meta.owner_references = Some(vec![mini_kcm_fixtures::controller_ref_in(
+        api_version,
+        kind,
+        name,
+        uid,
+    )]);
 }
 
 /// A ReplicaSet of `d`'s template (labels foo=bar), controlled by `owner` if given.

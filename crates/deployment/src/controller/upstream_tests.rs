@@ -68,16 +68,11 @@ fn pod_of(rs: &ReplicaSetObject, name: &str, phase: Option<&str>) -> CachedPod {
     pod.metadata.name = Some(name.into());
     pod.metadata.namespace = Some("default".into());
     pod.metadata.labels = rs.metadata.labels.clone();
-    pod.metadata.owner_references = Some(vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: "ReplicaSet".into(),
-            name: rs.metadata.name.clone().unwrap_or_default(),
-            uid: rs.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        },
-    ]);
+    pod.metadata.owner_references = Some(vec![mini_kcm_fixtures::controller_ref(
+        "ReplicaSet",
+        rs.metadata.name.as_deref().unwrap_or_default(),
+        rs.metadata.uid.as_deref().unwrap_or_default(),
+    )]);
     pod.status = Some(CachedPodStatus {
         phase: phase.map(str::to_string),
         ..Default::default()

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use mini_kcm_fixtures::PodFixture;
 use mini_kcm_runtime::controller::offline::{drain_queue, flushed_events, key, offline_controller};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
 use mini_kcm_runtime::informers::{Change, Origin};
@@ -36,9 +37,7 @@ pub(super) fn controller(api: &RecordedApi) -> Arc<ReplicaSetController> {
     offline_controller(api)
 }
 
-pub(super) fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_string(), app.to_string())])
-}
+pub(super) use mini_kcm_fixtures::app_labels as labels;
 
 /// A ReplicaSet in namespace `ns` selecting `app=<app>`, whose template has the same labels. Its status
 /// already says `replicas` Ready and available pods at its generation, so a sync that finds that many
@@ -88,40 +87,16 @@ pub(super) fn with_status(mut rs: ReplicaSetObject, pods: i32) -> ReplicaSetObje
 /// A Running pod in namespace `ns` labelled `app=<app>`, on `node-1`, Ready since the epoch, controlled
 /// by the ReplicaSet `owner` (name, uid) if any.
 pub(super) fn pod(name: &str, app: &str, owner: Option<(&str, &str)>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("ns".into()),
-            uid: Some(format!("uid-{name}")),
-            resource_version: Some("2".into()),
-            labels: Some(labels(app)),
-            owner_references: owner.map(|(owner_name, uid)| {
-                vec![OwnerReference {
-                    api_version: "apps/v1".into(),
-                    kind: "ReplicaSet".into(),
-                    name: owner_name.into(),
-                    uid: uid.into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]
-            }),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            node_name: Some("node-1".into()),
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            conditions: Some(vec![PodCondition {
-                type_: "Ready".into(),
-                status: "True".into(),
-                last_transition_time: Some(Time(Timestamp::UNIX_EPOCH)),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
+    let pod = PodFixture::new("ns", name)
+        .labels(&[("app", app)])
+        .resource_version("2")
+        .on_node("node-1")
+        .ready();
+    match owner {
+        Some((owner_name, uid)) => pod.owned_by("ReplicaSet", owner_name, uid),
+        None => pod,
     }
+    .pod()
 }
 
 /// `pod` as the pod cache keeps it, for the handlers.
