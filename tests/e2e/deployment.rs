@@ -264,7 +264,9 @@ async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     // The log keeps an object's newest 32 decisions, and a loaded machine makes many (each routine
     // retry on a lagging cache is one): read the creation's while the rollout runs.
     let created = |d: &mini_kcm_runtime::decisions::Decision| {
-        lines(d).iter().any(|l| l.starts_with("created new ReplicaSet "))
+        lines(d)
+            .iter()
+            .any(|l| l.starts_with("created new ReplicaSet "))
     };
     wait_decision(&ns, &manager, "web", "the new ReplicaSet created", created).await;
     let early = manager.decisions(&ns.name, "web").await;
