@@ -8,7 +8,10 @@
 //! [`informers`] (the caches a sync reads), [`expectations`] (why a sync waits for its own writes to show)
 //! and [`ownership`] (claiming children). The rest are the parts a sync calls: [`pods`] (ranking, creation
 //! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),
-//! [`consistency`] and [`status_writes`]; [`features`] holds `--feature-gates`; [`kinds`] names the two API families and the shared indexes.
+//! [`tracked_api`] (the one way a controller writes, each write recorded for [`consistency`]) and
+//! [`status_writes`]; [`features`] holds `--feature-gates`; [`kinds`] names the two API families and the
+//! shared indexes. For unit tests, [`recorded_api`] is an API server in the test's process, and
+//! `controller::offline` builds a controller on it.
 //! docs/architecture.md maps each to its upstream name.
 //!
 //! The modules are public where another crate names them, and inside them only what is named outside is
