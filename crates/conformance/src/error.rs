@@ -23,6 +23,16 @@ pub enum ConformanceError {
         log: PathBuf,
         detail: String,
     },
+    #[error("{context}")]
+    Kube {
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Random(String),
+    #[error("the planes diverged in {0} sequence(s); see the report above")]
+    Diverged(usize),
     #[error("specs failed on mini-kcm's plane that are not expected to fail: {0:?}")]
     UnexpectedFailures(Vec<String>),
 }

@@ -15,6 +15,7 @@
 
 mod binary;
 mod error;
+mod random;
 mod report;
 mod run;
 mod side;
@@ -53,6 +54,17 @@ pub struct ConformanceArgs {
     /// Where reports, logs and the table (table.md) go.
     #[arg(long, default_value = "target/conformance")]
     pub out: PathBuf,
+    /// Instead of upstream's specs: N sequences of random user operations, each replayed on a plane
+    /// with kube-controller-manager's workload controllers and one with mini-kcm's, every settled state
+    /// compared (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub random: usize,
+    /// The first sequence's seed (the next ones count up from it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Operations per sequence.
+    #[arg(long, default_value_t = 15)]
+    pub ops: usize,
     /// Only list the specs the sets select, on each side's plane (Ginkgo's dry run), and run none: a
     /// quick check of the setup (a few seconds per side instead of minutes).
     #[arg(long)]
@@ -105,7 +117,7 @@ async fn on_side(
         "{}: starting a plane with {nodes} nodes",
         side.name()
     ));
-    let side_plane = SidePlane::start(side, binary, nodes).await?;
+    let side_plane = SidePlane::start(side, &binary.plane, nodes).await?;
     let kubeconfig = side_plane.plane.kubeconfig().to_path_buf();
     let plan = run::RunPlan {
         binary,
@@ -146,6 +158,29 @@ async fn on_side(
 /// expected failure.
 pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceError> {
     let progress = |line: &str| eprintln!("conformance: {line}");
+    if args.random > 0 {
+        let versions = mini_kcm_local_plane::VersionSet::selected()?;
+        let binaries = mini_kcm_local_plane::Binaries::ensure(&versions).await?;
+        let plan = random::RandomPlan {
+            sequences: args.random,
+            first_seed: args.seed,
+            ops: args.ops,
+            nodes: args.nodes,
+            out: absolute_out(&args.out)?,
+        };
+        let divergences = random::run_random(&binaries, &plan, progress).await?;
+        progress(&format!(
+            "{} sequence(s) of {} operations from seed {}: {} diverged",
+            plan.sequences,
+            plan.ops,
+            plan.first_seed,
+            divergences.len()
+        ));
+        if !divergences.is_empty() {
+            return Err(ConformanceError::Diverged(divergences.len()));
+        }
+        return Ok(Vec::new());
+    }
     progress("building (or finding cached) the plane and the e2e binary");
     let binary = E2eBinary::ensure().await?;
     let mut sides = vec![Side::Mini];

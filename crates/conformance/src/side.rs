@@ -7,7 +7,8 @@ use mini_kcm_local_plane::{
 };
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
 
-use crate::{ConformanceError, E2eBinary};
+use crate::ConformanceError;
+use mini_kcm_local_plane::Binaries;
 
 /// Whose workload controllers the specs run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
@@ -41,10 +42,10 @@ struct Manager {
 impl SidePlane {
     pub(crate) async fn start(
         side: Side,
-        binary: &E2eBinary,
+        binaries: &Binaries,
         nodes: usize,
     ) -> Result<Self, ConformanceError> {
-        let mut options = PlaneOptions::new(binary.plane.clone());
+        let mut options = PlaneOptions::new(binaries.clone());
         options.nodes = nodes;
         options.upstream_workload_controllers = match side {
             Side::Mini => UpstreamWorkloadControllers::Disabled,

@@ -1,0 +1,420 @@
+//! `mini-kcm conformance --random N`: the same random user operations on two planes, one reconciled by
+//! kube-controller-manager's workload controllers and one by mini-kcm's, and after each operation, once
+//! both have settled, their states compared with upstream as the oracle (docs/conformance.md).
+//!
+//! - `ops.rs`: the operations, drawn from a seed, written as the `kubectl` commands they are;
+//! - `state.rs`: the state compared, normalised, and the differences between two states.
+//!
+//! A sequence runs in a namespace of its own on both planes; the nodes' labels, taints and cordons it
+//! set are undone before the next. After an operation, each plane has settled when its state stayed the
+//! same for [`QUIET`]; states that still differ then are compared again until [`AGREE_WITHIN`] has passed
+//! (a progress deadline or `minReadySeconds` elapses on each plane at its own moment), and only then is
+//! it a divergence.
+
+mod ops;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use mini_kcm_local_plane::{Binaries, config_from_kubeconfig};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+
+use crate::ConformanceError;
+use crate::side::{Side, SidePlane};
+use ops::Op;
+
+/// How long a plane's state must stay the same to count as settled.
+const QUIET: Duration = Duration::from_secs(3);
+/// The longest wait for a plane to settle.
+const SETTLE_WITHIN: Duration = Duration::from_secs(90);
+/// How long two settled planes may take to agree.
+const AGREE_WITHIN: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(500);
+
+/// What `--random` runs.
+#[derive(Debug, Clone)]
+pub(crate) struct RandomPlan {
+    pub(crate) sequences: usize,
+    pub(crate) first_seed: u64,
+    pub(crate) ops: usize,
+    pub(crate) nodes: usize,
+    pub(crate) out: PathBuf,
+}
+
+/// The first operation after which the planes did not agree.
+#[derive(Debug, Clone)]
+pub(crate) struct Divergence {
+    pub(crate) seed: u64,
+    /// The commands up to and including the one after which the states differ.
+    pub(crate) commands: Vec<String>,
+    pub(crate) differences: Vec<String>,
+}
+
+/// One plane of the comparison, with what runs commands against it.
+struct Target {
+    side: Side,
+    plane: SidePlane,
+    client: kube::Client,
+    kubeconfig: PathBuf,
+    kubectl: PathBuf,
+}
+
+impl Target {
+    async fn start(
+        side: Side,
+        binaries: &Binaries,
+        nodes: usize,
+    ) -> Result<Target, ConformanceError> {
+        let plane = SidePlane::start(side, binaries, nodes).await?;
+        let kubeconfig = plane.plane.kubeconfig().to_path_buf();
+        let config = config_from_kubeconfig(&kubeconfig).await?;
+        let client = kube::Client::try_from(config).map_err(|e| ConformanceError::Kube {
+            context: "building a client".into(),
+            source: e,
+        })?;
+        Ok(Target {
+            side,
+            plane,
+            client,
+            kubeconfig,
+            kubectl: binaries.path("kubectl"),
+        })
+    }
+
+    /// Runs `kubectl <args>` (in namespace `ns` when given), with `stdin`; its output on failure.
+    async fn kubectl(
+        &self,
+        ns: Option<&str>,
+        args: &[String],
+        stdin: Option<&str>,
+    ) -> Result<(), String> {
+        let mut command = tokio::process::Command::new(&self.kubectl);
+        command.arg("--kubeconfig").arg(&self.kubeconfig);
+        if let Some(ns) = ns {
+            command.args(["-n", ns]);
+        }
+        command
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(|e| e.to_string())?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let output = child.wait_with_output().await.map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+        }
+    }
+
+    /// Applies `op`; what a refused command said (both planes should refuse alike: it is compared).
+    async fn apply(&self, ns: &str, op: &Op) -> String {
+        let result = match op {
+            Op::Apply { manifest, .. } => {
+                self.kubectl(
+                    Some(ns),
+                    &["apply".into(), "-f".into(), "-".into()],
+                    Some(&manifest.to_string()),
+                )
+                .await
+            }
+            Op::Kubectl { args } => self.kubectl(Some(ns), args, None).await,
+            Op::DeletePod { owner, index } => match self.pod_at(ns, owner, *index).await {
+                Some(pod) => {
+                    self.kubectl(
+                        Some(ns),
+                        &["delete".into(), "pod".into(), pod, "--wait=false".into()],
+                        None,
+                    )
+                    .await
+                }
+                None => Ok(()),
+            },
+        };
+        match result {
+            Ok(()) => "ok".into(),
+            // The server's words name objects by generated names: only whether it failed is compared.
+            Err(_) => "refused".into(),
+        }
+    }
+
+    /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (node,
+    /// image, readiness); `None` when it has none.
+    async fn pod_at(&self, ns: &str, owner: &str, index: usize) -> Option<String> {
+        use k8s_openapi::api::core::v1::Pod;
+        let pods = kube::Api::<Pod>::namespaced(self.client.clone(), ns)
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items;
+        let mut owned: Vec<(String, String)> = pods
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                let app = p.metadata.labels.as_ref().and_then(|l| l.get("app"));
+                let controller = p
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|r| r.controller == Some(true))
+                    .map(|r| r.name.clone());
+                if owner.starts_with("rs") {
+                    controller.as_deref() == Some(owner)
+                } else {
+                    app.map(String::as_str) == Some(owner)
+                }
+            })
+            .map(|p| {
+                let spec = p.spec.clone().unwrap_or_default();
+                let key = format!(
+                    "{} {} {}",
+                    spec.node_name.unwrap_or_default(),
+                    spec.containers
+                        .first()
+                        .and_then(|c| c.image.clone())
+                        .unwrap_or_default(),
+                    serde_json::to_string(&p.status.and_then(|s| s.conditions))
+                        .unwrap_or_default()
+                        .contains("\"Ready\",\"status\":\"True\""),
+                );
+                (key, p.metadata.name.unwrap_or_default())
+            })
+            .collect();
+        owned.sort();
+        if owned.is_empty() {
+            return None;
+        }
+        Some(owned.swap_remove(index % owned.len()).1)
+    }
+
+    async fn state(&self, ns: &str) -> Result<Value, ConformanceError> {
+        state::snapshot(&self.client, ns)
+            .await
+            .map_err(|e| ConformanceError::Kube {
+                context: format!("reading the state of {} on {}", ns, self.side.name()),
+                source: e,
+            })
+    }
+
+    /// Waits until the state stays the same for [`QUIET`] (or [`SETTLE_WITHIN`] passed) and returns it.
+    async fn settled(&self, ns: &str) -> Result<Value, ConformanceError> {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        let mut last = self.state(ns).await?;
+        let mut since = Instant::now();
+        loop {
+            tokio::time::sleep(POLL).await;
+            let now = self.state(ns).await?;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            } else if since.elapsed() >= QUIET || Instant::now() >= deadline {
+                return Ok(last);
+            }
+        }
+    }
+
+    /// Undoes what sequences do to nodes, and makes the namespace.
+    async fn prepare(&self, ns: &str) -> Result<(), ConformanceError> {
+        let all = |args: &[&str]| args.iter().map(|a| (*a).to_string()).collect::<Vec<_>>();
+        let _ = self
+            .kubectl(
+                None,
+                &all(&["label", "nodes", "--all", "random/agent-"]),
+                None,
+            )
+            .await;
+        let _ = self
+            .kubectl(None, &all(&["taint", "nodes", "--all", "random-"]), None)
+            .await;
+        let _ = self
+            .kubectl(None, &all(&["uncordon", "-l", "type=kwok"]), None)
+            .await;
+        self.kubectl(None, &all(&["create", "namespace", ns]), None)
+            .await
+            .map_err(|e| {
+                ConformanceError::Random(format!(
+                    "creating namespace {ns} on {}: {e}",
+                    self.side.name()
+                ))
+            })?;
+        // Pods need the namespace's default ServiceAccount, which a controller adds shortly after.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .kubectl(Some(ns), &all(&["get", "serviceaccount", "default"]), None)
+            .await
+            .is_err()
+        {
+            if Instant::now() >= deadline {
+                return Err(ConformanceError::Random(format!(
+                    "no default ServiceAccount in {ns}"
+                )));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the plan: both planes started side by side, then the sequences one after another. Returns the
+/// divergences found (at most one per sequence: it stops at the first).
+pub(crate) async fn run_random(
+    binaries: &Binaries,
+    plan: &RandomPlan,
+    progress: impl Fn(&str),
+) -> Result<Vec<Divergence>, ConformanceError> {
+    progress(&format!(
+        "starting two planes with {} nodes each",
+        plan.nodes
+    ));
+    let (mini, upstream) = tokio::join!(
+        Target::start(Side::Mini, binaries, plan.nodes),
+        Target::start(Side::Upstream, binaries, plan.nodes)
+    );
+    let (mini, upstream) = (mini?, upstream?);
+    let outcome = sequences(&mini, &upstream, plan, &progress).await;
+    let (a, b) = tokio::join!(mini.plane.stop(), upstream.plane.stop());
+    let divergences = outcome?;
+    a?;
+    b?;
+    Ok(divergences)
+}
+
+async fn sequences(
+    mini: &Target,
+    upstream: &Target,
+    plan: &RandomPlan,
+    progress: &impl Fn(&str),
+) -> Result<Vec<Divergence>, ConformanceError> {
+    let nodes = node_names(mini).await?;
+    let mut divergences = Vec::new();
+    for offset in 0..plan.sequences {
+        let seed = plan.first_seed.wrapping_add(offset as u64);
+        let ns = format!("random-{seed}");
+        let (a, b) = tokio::join!(mini.prepare(&ns), upstream.prepare(&ns));
+        a?;
+        b?;
+        let ops = ops::generate(seed, plan.ops, &nodes);
+        let mut commands = Vec::new();
+        for (step, op) in ops.iter().enumerate() {
+            commands.push(op.command(&ns));
+            let (said_mini, said_upstream) =
+                tokio::join!(mini.apply(&ns, op), upstream.apply(&ns, op));
+            let mut differences = Vec::new();
+            if said_mini != said_upstream {
+                differences.push(format!(
+                    "the command: mini {said_mini} | upstream {said_upstream}"
+                ));
+            }
+            differences.extend(agreement(mini, upstream, &ns).await?);
+            progress(&format!(
+                "seed {seed} step {}/{}: {} ({})",
+                step + 1,
+                ops.len(),
+                commands
+                    .last()
+                    .map(|c| c.lines().next().unwrap_or_default())
+                    .unwrap_or_default(),
+                if differences.is_empty() {
+                    "same".to_string()
+                } else {
+                    format!("{} differences", differences.len())
+                }
+            ));
+            if !differences.is_empty() {
+                let divergence = Divergence {
+                    seed,
+                    commands: commands.clone(),
+                    differences,
+                };
+                report(&plan.out, &divergence, mini, upstream, &ns).await?;
+                divergences.push(divergence);
+                break;
+            }
+        }
+    }
+    Ok(divergences)
+}
+
+/// The differences left once both planes settled and were given [`AGREE_WITHIN`] to agree.
+async fn agreement(
+    mini: &Target,
+    upstream: &Target,
+    ns: &str,
+) -> Result<Vec<String>, ConformanceError> {
+    let (a, b) = tokio::join!(mini.settled(ns), upstream.settled(ns));
+    let (mut a, mut b) = (a?, b?);
+    let deadline = Instant::now() + AGREE_WITHIN;
+    loop {
+        let differences = state::differences(&a, &b);
+        if differences.is_empty() || Instant::now() >= deadline {
+            return Ok(differences);
+        }
+        tokio::time::sleep(POLL).await;
+        let (x, y) = tokio::join!(mini.state(ns), upstream.state(ns));
+        a = x?;
+        b = y?;
+    }
+}
+
+async fn node_names(target: &Target) -> Result<Vec<String>, ConformanceError> {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes = kube::Api::<Node>::all(target.client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| ConformanceError::Kube {
+            context: "listing nodes".into(),
+            source: e,
+        })?;
+    Ok(nodes
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect())
+}
+
+/// Prints the divergence and writes both states beside it.
+async fn report(
+    out: &Path,
+    divergence: &Divergence,
+    mini: &Target,
+    upstream: &Target,
+    ns: &str,
+) -> Result<(), ConformanceError> {
+    let dir = out.join(format!("random-{}", divergence.seed));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| ConformanceError::io(format!("creating {}", dir.display()), e))?;
+    for target in [mini, upstream] {
+        let state = target.state(ns).await?;
+        let path = dir.join(format!("{}.json", target.side.name()));
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&state).unwrap_or_default(),
+        )
+        .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))?;
+    }
+    let text = format!(
+        "seed {}: the planes differ after these commands:\n\n{}\n\ndifferences:\n  {}\n\nboth states: {}\n",
+        divergence.seed,
+        divergence.commands.join("\n"),
+        divergence.differences.join("\n  "),
+        dir.display()
+    );
+    println!("{text}");
+    let path = dir.join("divergence.txt");
+    std::fs::write(&path, text)
+        .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))
+}

@@ -1,0 +1,379 @@
+//! Random user operations, drawn from a seed: what a person does to workloads with `kubectl`, written as
+//! the command they would type, so a divergence can be replayed by pasting it.
+//!
+//! A generator keeps a small model of what exists (which Deployments, ReplicaSets, DaemonSets and how
+//! they were made), so every operation it draws can apply: it scales what exists, undoes a Deployment
+//! with history, creates again what was deleted with `--cascade=orphan`.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+/// A pullable image and a second one (template changes), and one the plane never pulls (a stuck rollout;
+/// docs/local-control-plane.md, the kubelet rules).
+pub(crate) const IMAGES: [&str; 3] = [
+    "registry.k8s.io/pause:3.10",
+    "registry.k8s.io/pause:3.9",
+    "foo:non-existent",
+];
+
+/// One operation, as data.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Op {
+    /// `kubectl apply` of a manifest (a Deployment, ReplicaSet or DaemonSet being created).
+    Apply { what: String, manifest: Value },
+    /// Any other `kubectl` command, as its arguments (the namespace is added when run).
+    Kubectl { args: Vec<String> },
+    /// Deletes the `index`-th pod (in an order both planes agree on) of the workload `owner`.
+    DeletePod { owner: String, index: usize },
+}
+
+impl Op {
+    fn kubectl(args: &[&str]) -> Op {
+        Op::Kubectl {
+            args: args.iter().map(|a| (*a).to_string()).collect(),
+        }
+    }
+
+    /// The command a person types for it in namespace `ns` (pods named by their place, which the
+    /// runner resolves on each plane).
+    pub(crate) fn command(&self, ns: &str) -> String {
+        match self {
+            Op::Apply { manifest, .. } => {
+                format!("kubectl -n {ns} apply -f - <<'EOF'\n{manifest}\nEOF")
+            }
+            Op::Kubectl { args } => format!("kubectl -n {ns} {}", args.join(" ")),
+            Op::DeletePod { owner, index } => format!(
+                "kubectl -n {ns} delete pod <pod {index} of {owner}, ordered by node, template and readiness>"
+            ),
+        }
+    }
+}
+
+/// What the generator knows exists.
+#[derive(Debug, Default)]
+struct Model {
+    deployments: Vec<String>,
+    /// Deployments deleted with `--cascade=orphan`, with the manifest to create them again.
+    orphaned: Vec<(String, Value)>,
+    replica_sets: Vec<String>,
+    daemon_sets: Vec<String>,
+    created: usize,
+    /// Node labels and taints set by earlier operations (node name, what).
+    node_marks: Vec<(String, &'static str)>,
+}
+
+/// `count` operations drawn from `seed`, for a plane with `nodes` nodes named by `node_names`.
+pub(crate) fn generate(seed: u64, count: usize, node_names: &[String]) -> Vec<Op> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::default();
+    let mut ops = Vec::with_capacity(count);
+    while ops.len() < count {
+        if let Some(op) = draw(&mut rng, &mut model, node_names) {
+            ops.push(op);
+        }
+    }
+    ops
+}
+
+fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> Option<&'a T> {
+    (!items.is_empty()).then(|| &items[rng.random_range(0..items.len())])
+}
+
+/// One operation that applies to `model`, or `None` when the kind drawn has nothing to act on.
+fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
+    let deployment = pick(rng, &model.deployments).cloned();
+    match rng.random_range(0..20) {
+        0..=2 => {
+            if model.deployments.len() >= 3 {
+                return None;
+            }
+            model.created += 1;
+            let name = format!("web{}", model.created);
+            let manifest = deployment_manifest(rng, &name);
+            model.deployments.push(name.clone());
+            Some(Op::Apply {
+                what: format!("Deployment {name}"),
+                manifest,
+            })
+        }
+        3..=4 => {
+            let d = deployment?;
+            let replicas = rng.random_range(0..=6).to_string();
+            Some(Op::kubectl(&[
+                "scale",
+                &format!("deployment/{d}"),
+                "--replicas",
+                &replicas,
+            ]))
+        }
+        5..=6 => {
+            let d = deployment?;
+            let image = IMAGES[rng.random_range(0..IMAGES.len())];
+            Some(Op::kubectl(&[
+                "set",
+                "image",
+                &format!("deployment/{d}"),
+                &format!("main={image}"),
+            ]))
+        }
+        7 => {
+            let d = deployment?;
+            let verb = if rng.random_bool(0.5) {
+                "pause"
+            } else {
+                "resume"
+            };
+            Some(Op::kubectl(&["rollout", verb, &format!("deployment/{d}")]))
+        }
+        8 => {
+            let d = deployment?;
+            let target = format!("deployment/{d}");
+            if rng.random_bool(0.5) {
+                Some(Op::kubectl(&["rollout", "undo", &target]))
+            } else {
+                let revision = rng.random_range(1..=3).to_string();
+                Some(Op::kubectl(&[
+                    "rollout",
+                    "undo",
+                    &target,
+                    "--to-revision",
+                    &revision,
+                ]))
+            }
+        }
+        9 => {
+            let d = deployment?;
+            let patch = match rng.random_range(0..3) {
+                0 => json!({"spec": {"strategy": {"type": "Recreate", "rollingUpdate": null}}}),
+                1 => json!({"spec": {"minReadySeconds": rng.random_range(0..=2)}}),
+                _ => json!({"spec": {"progressDeadlineSeconds": rng.random_range(5..=30)}}),
+            };
+            Some(Op::kubectl(&[
+                "patch",
+                &format!("deployment/{d}"),
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ]))
+        }
+        10 => {
+            let d = deployment?;
+            model.deployments.retain(|n| *n != d);
+            if rng.random_bool(0.6) {
+                let manifest = deployment_manifest(rng, &d);
+                model.orphaned.push((d.clone(), manifest));
+                Some(Op::kubectl(&[
+                    "delete",
+                    &format!("deployment/{d}"),
+                    "--cascade=orphan",
+                ]))
+            } else {
+                Some(Op::kubectl(&["delete", &format!("deployment/{d}")]))
+            }
+        }
+        11 => {
+            if model.orphaned.is_empty() {
+                return None;
+            }
+            let (name, manifest) = model.orphaned.remove(0);
+            model.deployments.push(name.clone());
+            Some(Op::Apply {
+                what: format!("Deployment {name} again (adopting its orphans)"),
+                manifest,
+            })
+        }
+        12..=13 => {
+            let owners: Vec<String> = model
+                .deployments
+                .iter()
+                .chain(&model.replica_sets)
+                .chain(&model.daemon_sets)
+                .cloned()
+                .collect();
+            let owner = pick(rng, &owners)?.clone();
+            Some(Op::DeletePod {
+                owner,
+                index: rng.random_range(0..4),
+            })
+        }
+        14 => {
+            if model.replica_sets.len() >= 2 {
+                let rs = pick(rng, &model.replica_sets)?.clone();
+                let replicas = rng.random_range(0..=4).to_string();
+                return Some(Op::kubectl(&[
+                    "scale",
+                    &format!("replicaset/{rs}"),
+                    "--replicas",
+                    &replicas,
+                ]));
+            }
+            let name = format!("rs{}", model.replica_sets.len() + 1);
+            model.replica_sets.push(name.clone());
+            let replicas = rng.random_range(1..=3);
+            // Both select app=shared: overlapping selectors, each keeps its own pods.
+            Some(Op::Apply {
+                what: format!("ReplicaSet {name}"),
+                manifest: json!({
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "replicas": replicas,
+                        "selector": {"matchLabels": {"app": "shared"}},
+                        "template": template("shared", IMAGES[0]),
+                    }
+                }),
+            })
+        }
+        15..=16 => {
+            if let Some(ds) = pick(rng, &model.daemon_sets).cloned() {
+                let image = IMAGES[rng.random_range(0..IMAGES.len())];
+                return Some(Op::kubectl(&[
+                    "set",
+                    "image",
+                    &format!("daemonset/{ds}"),
+                    &format!("main={image}"),
+                ]));
+            }
+            let name = "agent".to_string();
+            model.daemon_sets.push(name.clone());
+            let mut spec = json!({
+                "selector": {"matchLabels": {"app": name}},
+                "template": template(&name, IMAGES[0]),
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": if rng.random_bool(0.5) {
+                    json!({"maxSurge": 1, "maxUnavailable": 0})
+                } else {
+                    json!({"maxUnavailable": 1})
+                }},
+            });
+            if rng.random_bool(0.5) {
+                spec["template"]["spec"]["nodeSelector"] = json!({"random/agent": "yes"});
+            }
+            Some(Op::Apply {
+                what: format!("DaemonSet {name}"),
+                manifest: json!({
+                    "apiVersion": "apps/v1", "kind": "DaemonSet",
+                    "metadata": {"name": name}, "spec": spec,
+                }),
+            })
+        }
+        _ => {
+            let node = pick(rng, nodes)?.clone();
+            let (args, mark): (Vec<String>, &'static str) = match rng.random_range(0..4) {
+                0 => (
+                    vec![
+                        "label".into(),
+                        "node".into(),
+                        node.clone(),
+                        "random/agent=yes".into(),
+                        "--overwrite".into(),
+                    ],
+                    "label",
+                ),
+                1 => (
+                    vec![
+                        "taint".into(),
+                        "node".into(),
+                        node.clone(),
+                        "random=x:NoSchedule".into(),
+                        "--overwrite".into(),
+                    ],
+                    "noschedule",
+                ),
+                2 => (
+                    vec![
+                        "taint".into(),
+                        "node".into(),
+                        node.clone(),
+                        "random=x:NoExecute".into(),
+                        "--overwrite".into(),
+                    ],
+                    "noexecute",
+                ),
+                _ => (vec!["cordon".into(), node.clone()], "cordon"),
+            };
+            model.node_marks.push((node, mark));
+            Some(Op::Kubectl { args })
+        }
+    }
+}
+
+fn template(app: &str, image: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": image}]},
+    })
+}
+
+/// A Deployment with random replicas, strategy and history.
+fn deployment_manifest(rng: &mut StdRng, name: &str) -> Value {
+    let amount = |rng: &mut StdRng| -> Value {
+        if rng.random_bool(0.5) {
+            json!(rng.random_range(0..=2))
+        } else {
+            json!(format!("{}%", [10, 25, 50][rng.random_range(0..3)]))
+        }
+    };
+    let strategy = if rng.random_bool(0.2) {
+        json!({"type": "Recreate"})
+    } else {
+        let mut surge = amount(rng);
+        let unavailable = amount(rng);
+        if surge == json!(0) && unavailable == json!(0) {
+            surge = json!(1);
+        }
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}})
+    };
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": rng.random_range(1..=5),
+            "revisionHistoryLimit": rng.random_range(0..=10),
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": strategy,
+            "template": template(name, IMAGES[0]),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_draws_the_same_operations_every_time() {
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let first = generate(7, 40, &nodes);
+        assert_eq!(first, generate(7, 40, &nodes));
+        assert_ne!(first, generate(8, 40, &nodes));
+        assert_eq!(first.len(), 40);
+    }
+
+    #[test]
+    fn operations_act_on_what_exists() {
+        let nodes = vec!["n1".to_string()];
+        for seed in 0..20 {
+            let mut created = Vec::new();
+            for op in generate(seed, 40, &nodes) {
+                if let Op::Apply { manifest, .. } = &op {
+                    created.push(
+                        manifest["metadata"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    );
+                }
+                if let Op::Kubectl { args } = &op
+                    && args[0] == "scale"
+                {
+                    let name = args[1].split('/').nth(1).unwrap_or_default().to_string();
+                    assert!(
+                        created.contains(&name),
+                        "seed {seed}: {args:?} before its creation"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! What is compared after each operation: the namespace's workloads as a user judges them, with what
+//! legitimately differs between two planes normalised away (generated names, UIDs, times,
+//! resourceVersions), so two planes that agree give equal values.
+//!
+//! Per Deployment: `spec.replicas`, paused, every status counter, whether `observedGeneration` caught
+//! up, the conditions (type, status, reason), the revision annotation, and its ReplicaSets by template
+//! (image) with their replicas, revision and size annotations, status and pods (how many, how many
+//! Ready). Per ReplicaSet without a Deployment: the same, and its conditions. Per DaemonSet: the status,
+//! the daemon pods per node (image, Ready) and the ControllerRevision numbers. Pods without a controller
+//! are counted by their `app` label.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+/// The namespace's normalised state.
+pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, kube::Error> {
+    let lp = ListParams::default();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    let daemon_sets = Api::<DaemonSet>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    let revisions = Api::<ControllerRevision>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?
+        .items;
+    Ok(normalise(
+        &deployments,
+        &replica_sets,
+        &daemon_sets,
+        &revisions,
+        &pods,
+    ))
+}
+
+fn uid(meta: &kube::api::ObjectMeta) -> &str {
+    meta.uid.as_deref().unwrap_or_default()
+}
+
+fn controller_uid(meta: &kube::api::ObjectMeta) -> Option<&str> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str())
+}
+
+fn annotation(meta: &kube::api::ObjectMeta, key: &str) -> Value {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map_or(Value::Null, |v| json!(v))
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn image_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Value {
+    spec.and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .map_or(Value::Null, |i| json!(i))
+}
+
+/// Live pods of an owner: how many, how many Ready, how many terminating.
+fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
+    let owned: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| controller_uid(&p.metadata) == Some(owner_uid))
+        .collect();
+    json!({
+        "pods": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count(),
+        "ready": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p)).count(),
+        "terminating": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count(),
+    })
+}
+
+fn conditions(list: Option<Vec<(String, String, Option<String>)>>) -> Value {
+    let mut list = list.unwrap_or_default();
+    list.sort();
+    json!(list)
+}
+
+fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
+    let status = rs.status.clone().unwrap_or_default();
+    json!({
+        "image": image_of(rs.spec.as_ref().and_then(|s| s.template.as_ref()).and_then(|t| t.spec.as_ref())),
+        "replicas": rs.spec.as_ref().and_then(|s| s.replicas),
+        "revision": annotation(&rs.metadata, "deployment.kubernetes.io/revision"),
+        "desiredReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/desired-replicas"),
+        "maxReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/max-replicas"),
+        "status": [status.replicas, status.fully_labeled_replicas, status.ready_replicas,
+                   status.available_replicas, status.terminating_replicas],
+        "observedGeneration": status.observed_generation == rs.metadata.generation,
+        "conditions": conditions(status.conditions.map(|c| c.into_iter()
+            .map(|c| (c.type_, c.status, c.reason)).collect())),
+        "owned": pods_of(pods, uid(&rs.metadata)),
+    })
+}
+
+pub(crate) fn normalise(
+    deployments: &[Deployment],
+    replica_sets: &[ReplicaSet],
+    daemon_sets: &[DaemonSet],
+    revisions: &[ControllerRevision],
+    pods: &[Pod],
+) -> Value {
+    let mut state = BTreeMap::new();
+    for d in deployments {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        let status = d.status.clone().unwrap_or_default();
+        let mut children: Vec<Value> = replica_sets
+            .iter()
+            .filter(|rs| controller_uid(&rs.metadata) == Some(uid(&d.metadata)))
+            .map(|rs| replica_set_view(rs, pods))
+            .collect();
+        children.sort_by_key(|v| v.to_string());
+        let spec = d.spec.clone().unwrap_or_default();
+        state.insert(
+            format!("Deployment {name}"),
+            json!({
+                "replicas": spec.replicas,
+                "paused": spec.paused.unwrap_or(false),
+                "status": [status.replicas, status.updated_replicas, status.ready_replicas,
+                           status.available_replicas, status.unavailable_replicas,
+                           status.terminating_replicas],
+                "observedGeneration": status.observed_generation == d.metadata.generation,
+                "conditions": conditions(status.conditions.map(|c| c.into_iter()
+                    .map(|c| (c.type_, c.status, c.reason)).collect())),
+                "revision": annotation(&d.metadata, "deployment.kubernetes.io/revision"),
+                "replicaSets": children,
+            }),
+        );
+    }
+    for rs in replica_sets {
+        let controlled = controller_uid(&rs.metadata).is_some();
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        // A Deployment's ReplicaSets are named by a hash: they are compared under their Deployment.
+        if !controlled
+            || !deployments
+                .iter()
+                .any(|d| controller_uid(&rs.metadata) == Some(uid(&d.metadata)))
+        {
+            let key = if controlled {
+                format!("ReplicaSet of a gone owner {name}")
+            } else {
+                format!("ReplicaSet {name}")
+            };
+            state.insert(key, replica_set_view(rs, pods));
+        }
+    }
+    for ds in daemon_sets {
+        let name = ds.metadata.name.clone().unwrap_or_default();
+        let status = ds.status.clone().unwrap_or_default();
+        let mut per_node: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for pod in pods
+            .iter()
+            .filter(|p| controller_uid(&p.metadata) == Some(uid(&ds.metadata)))
+        {
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_else(|| "(unscheduled)".into());
+            per_node.entry(node).or_default().push(json!([
+                image_of(pod.spec.as_ref()),
+                is_ready(pod),
+                pod.metadata.deletion_timestamp.is_some(),
+            ]));
+        }
+        for list in per_node.values_mut() {
+            list.sort_by_key(|v| v.to_string());
+        }
+        let mut numbers: Vec<i64> = revisions
+            .iter()
+            .filter(|r| controller_uid(&r.metadata) == Some(uid(&ds.metadata)))
+            .map(|r| r.revision)
+            .collect();
+        numbers.sort_unstable();
+        state.insert(
+            format!("DaemonSet {name}"),
+            json!({
+                "status": [status.desired_number_scheduled, status.current_number_scheduled,
+                           status.number_misscheduled, status.number_ready, status.updated_number_scheduled,
+                           status.number_available, status.number_unavailable],
+                "observedGeneration": status.observed_generation == ds.metadata.generation,
+                "podsPerNode": per_node,
+                "revisions": numbers,
+            }),
+        );
+    }
+    let mut orphans: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| {
+        controller_uid(&p.metadata).is_none() && p.metadata.deletion_timestamp.is_none()
+    }) {
+        let app = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app"))
+            .cloned()
+            .unwrap_or_default();
+        *orphans.entry(app).or_default() += 1;
+    }
+    state.insert("orphan pods by app".into(), json!(orphans));
+    json!(state)
+}
+
+/// The paths at which two normalised states differ, with both values (empty: equal).
+pub(crate) fn differences(mini: &Value, upstream: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk("", mini, upstream, &mut found);
+    found
+}
+
+fn walk(path: &str, a: &Value, b: &Value, found: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let next = format!("{path}/{key}");
+                walk(
+                    &next,
+                    x.get(key).unwrap_or(&Value::Null),
+                    y.get(key).unwrap_or(&Value::Null),
+                    found,
+                );
+            }
+        }
+        _ if a == b => {}
+        _ => found.push(format!("{path}: mini {a} | upstream {b}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_states_have_no_differences_and_a_changed_counter_is_named() {
+        let a = json!({"Deployment web": {"replicas": 3, "status": [3, 3]}});
+        let mut b = a.clone();
+        assert!(differences(&a, &b).is_empty());
+        b["Deployment web"]["status"] = json!([3, 2]);
+        assert_eq!(
+            differences(&a, &b),
+            ["/Deployment web/status: mini [3,3] | upstream [3,2]"]
+        );
+    }
+}
