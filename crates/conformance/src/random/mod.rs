@@ -151,6 +151,20 @@ impl Target {
         }
     }
 
+    /// The deliberate difference "a DaemonSet is synced when a node's verdict changes"
+    /// (docs/daemonset.md#deliberate-differences-from-upstream): upstream recounts a DaemonSet's status
+    /// after a node change only when a pod must be created or deleted, so after a node operation both
+    /// planes' DaemonSets are touched (an annotation: no spec change), which makes upstream's recount
+    /// too. Without it every node operation that changes only the counts reads as a divergence.
+    async fn recount_daemon_sets(&self, ns: &str, step: usize) {
+        let args = ["annotate", "daemonsets", "--all", "--overwrite"]
+            .iter()
+            .map(|a| (*a).to_string())
+            .chain([format!("random/recount={step}")])
+            .collect::<Vec<_>>();
+        let _ = self.kubectl(Some(ns), &args, None).await;
+    }
+
     /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (node,
     /// image, readiness); `None` when it has none.
     async fn pod_at(&self, ns: &str, owner: &str, index: usize) -> Option<String> {
@@ -313,6 +327,12 @@ async fn sequences(
             commands.push(op.command(&ns));
             let (said_mini, said_upstream) =
                 tokio::join!(mini.apply(&ns, op), upstream.apply(&ns, op));
+            if op.changes_nodes() {
+                tokio::join!(
+                    mini.recount_daemon_sets(&ns, step),
+                    upstream.recount_daemon_sets(&ns, step)
+                );
+            }
             let mut differences = Vec::new();
             if said_mini != said_upstream {
                 differences.push(format!(

@@ -35,6 +35,11 @@ impl Op {
         }
     }
 
+    /// Whether it labels, taints or cordons a node.
+    pub(crate) fn changes_nodes(&self) -> bool {
+        matches!(self, Op::Kubectl { args } if args.iter().any(|a| a == "node" || a == "cordon"))
+    }
+
     /// The command a person types for it in namespace `ns` (pods named by their place, which the
     /// runner resolves on each plane).
     pub(crate) fn command(&self, ns: &str) -> String {
