@@ -65,6 +65,10 @@ pub struct ConformanceArgs {
     /// Operations per sequence.
     #[arg(long, default_value_t = 15)]
     pub ops: usize,
+    /// With --random: report a divergence as found, without minimising it (each try replays the
+    /// sequence on both planes).
+    #[arg(long)]
+    pub no_minimise: bool,
     /// Only list the specs the sets select, on each side's plane (Ginkgo's dry run), and run none: a
     /// quick check of the setup (a few seconds per side instead of minutes).
     #[arg(long)]
@@ -167,6 +171,7 @@ pub async fn run(args: ConformanceArgs) -> Result<Vec<SideResults>, ConformanceE
             ops: args.ops,
             nodes: args.nodes,
             out: absolute_out(&args.out)?,
+            minimise: !args.no_minimise,
         };
         let divergences = random::run_random(&binaries, &plan, progress).await?;
         progress(&format!(

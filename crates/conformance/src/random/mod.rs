@@ -43,6 +43,8 @@ pub(crate) struct RandomPlan {
     pub(crate) ops: usize,
     pub(crate) nodes: usize,
     pub(crate) out: PathBuf,
+    /// On a divergence, drop every operation it does not need (each try is a replay).
+    pub(crate) minimise: bool,
 }
 
 /// The first operation after which the planes did not agree.
@@ -318,55 +320,116 @@ async fn sequences(
     for offset in 0..plan.sequences {
         let seed = plan.first_seed.wrapping_add(offset as u64);
         let ns = format!("random-{seed}");
-        let (a, b) = tokio::join!(mini.prepare(&ns), upstream.prepare(&ns));
-        a?;
-        b?;
         let ops = ops::generate(seed, plan.ops, &nodes);
-        let mut commands = Vec::new();
-        for (step, op) in ops.iter().enumerate() {
-            commands.push(op.command(&ns));
-            let (said_mini, said_upstream) =
-                tokio::join!(mini.apply(&ns, op), upstream.apply(&ns, op));
-            if op.changes_nodes() {
-                tokio::join!(
-                    mini.recount_daemon_sets(&ns, step),
-                    upstream.recount_daemon_sets(&ns, step)
-                );
-            }
-            let mut differences = Vec::new();
-            if said_mini != said_upstream {
-                differences.push(format!(
-                    "the command: mini {said_mini} | upstream {said_upstream}"
-                ));
-            }
-            differences.extend(agreement(mini, upstream, &ns).await?);
-            progress(&format!(
-                "seed {seed} step {}/{}: {} ({})",
-                step + 1,
-                ops.len(),
-                commands
-                    .last()
-                    .map(|c| c.lines().next().unwrap_or_default())
-                    .unwrap_or_default(),
-                if differences.is_empty() {
-                    "same".to_string()
-                } else {
-                    format!("{} differences", differences.len())
-                }
-            ));
-            if !differences.is_empty() {
-                let divergence = Divergence {
-                    seed,
-                    commands: commands.clone(),
-                    differences,
-                };
-                report(&plan.out, &divergence, mini, upstream, &ns).await?;
-                divergences.push(divergence);
-                break;
-            }
+        let label = format!("seed {seed}");
+        let Some((step, differences)) = replay(mini, upstream, &ns, &ops, &label, progress).await?
+        else {
+            continue;
+        };
+        let ran = &ops[..=step];
+        let divergence = Divergence {
+            seed,
+            commands: ran.iter().map(|op| op.command(&ns)).collect(),
+            differences,
+        };
+        report(&plan.out, &divergence, mini, upstream, &ns).await?;
+        if plan.minimise {
+            let kept = minimise(mini, upstream, seed, ran, progress).await?;
+            let commands: Vec<String> = kept.iter().map(|op| op.command(&ns)).collect();
+            let text = format!(
+                "seed {seed}: minimised to {} of {} commands, still diverging:\n\n{}\n",
+                kept.len(),
+                ran.len(),
+                commands.join("\n")
+            );
+            println!("{text}");
+            let path = plan
+                .out
+                .join(format!("random-{seed}"))
+                .join("minimised.txt");
+            std::fs::write(&path, text)
+                .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))?;
         }
+        divergences.push(divergence);
     }
     Ok(divergences)
+}
+
+/// Runs `ops` on both planes in a fresh namespace `ns`; the first step after which they differ, with
+/// the differences, or `None` when they agree after every step.
+async fn replay(
+    mini: &Target,
+    upstream: &Target,
+    ns: &str,
+    ops: &[Op],
+    label: &str,
+    progress: &impl Fn(&str),
+) -> Result<Option<(usize, Vec<String>)>, ConformanceError> {
+    let (a, b) = tokio::join!(mini.prepare(ns), upstream.prepare(ns));
+    a?;
+    b?;
+    for (step, op) in ops.iter().enumerate() {
+        let (said_mini, said_upstream) = tokio::join!(mini.apply(ns, op), upstream.apply(ns, op));
+        if op.changes_nodes() {
+            tokio::join!(
+                mini.recount_daemon_sets(ns, step),
+                upstream.recount_daemon_sets(ns, step)
+            );
+        }
+        let mut differences = Vec::new();
+        if said_mini != said_upstream {
+            differences.push(format!(
+                "the command: mini {said_mini} | upstream {said_upstream}"
+            ));
+        }
+        differences.extend(agreement(mini, upstream, ns).await?);
+        let command = op.command(ns);
+        progress(&format!(
+            "{label} step {}/{}: {} ({})",
+            step + 1,
+            ops.len(),
+            command.lines().next().unwrap_or_default(),
+            if differences.is_empty() {
+                "same".to_string()
+            } else {
+                format!("{} differences", differences.len())
+            }
+        ));
+        if !differences.is_empty() {
+            return Ok(Some((step, differences)));
+        }
+    }
+    Ok(None)
+}
+
+/// The diverging sequence `ops` with every operation dropped whose absence still leaves a divergence
+/// (each candidate replayed in a namespace of its own), the last one (where it diverged) kept.
+async fn minimise(
+    mini: &Target,
+    upstream: &Target,
+    seed: u64,
+    ops: &[Op],
+    progress: &impl Fn(&str),
+) -> Result<Vec<Op>, ConformanceError> {
+    let mut kept = ops.to_vec();
+    let mut index = 0;
+    let mut attempt = 0;
+    while index + 1 < kept.len() {
+        attempt += 1;
+        let mut candidate = kept.clone();
+        candidate.remove(index);
+        let ns = format!("random-{seed}-m{attempt}");
+        let label = format!("seed {seed} minimising, without step {}", index + 1);
+        if replay(mini, upstream, &ns, &candidate, &label, progress)
+            .await?
+            .is_some()
+        {
+            kept = candidate;
+        } else {
+            index += 1;
+        }
+    }
+    Ok(kept)
 }
 
 /// The differences left once both planes settled and were given [`AGREE_WITHIN`] to agree.
