@@ -157,6 +157,30 @@ async fn on_side(
     Ok(listed_and_results)
 }
 
+/// `sequences` sequences of `ops` random operations from `seed`, each replayed on a plane with
+/// kube-controller-manager's workload controllers and one with mini-kcm's (`--random`; reports go to
+/// `out`). Returns how many diverged (each reported, and minimised unless `minimise` is false).
+pub async fn random_sequences(
+    sequences: usize,
+    seed: u64,
+    ops: usize,
+    out: &Path,
+    minimise: bool,
+    progress: impl Fn(&str),
+) -> Result<usize, ConformanceError> {
+    let versions = mini_kcm_local_plane::VersionSet::selected()?;
+    let binaries = mini_kcm_local_plane::Binaries::ensure(&versions).await?;
+    let plan = random::RandomPlan {
+        sequences,
+        first_seed: seed,
+        ops,
+        nodes: 3,
+        out: absolute_out(out)?,
+        minimise,
+    };
+    Ok(random::run_random(&binaries, &plan, progress).await?.len())
+}
+
 /// `mini-kcm conformance`: runs the sets on mini-kcm's plane (and upstream's with `--compare`), prints
 /// the table and writes it to `<out>/table.md`. Fails when a spec fails on mini-kcm's plane that is not an
 /// expected failure.
