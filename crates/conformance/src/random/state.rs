@@ -153,6 +153,10 @@ pub(crate) fn normalise(
     for rs in replica_sets {
         let controlled = controller_uid(&rs.metadata).is_some();
         let name = rs.metadata.name.clone().unwrap_or_default();
+        // The deliberate difference "pod-template-hash" (docs/deployment.md, deliberate differences):
+        // mini-kcm's hash of a template is not upstream's, and it ends the names of a Deployment's
+        // ReplicaSets, so a ReplicaSet left without its Deployment is named without it.
+        let name = without_template_hash(rs, &name);
         // A Deployment's ReplicaSets are named by a hash: they are compared under their Deployment.
         if !controlled
             || !deployments
@@ -224,6 +228,19 @@ pub(crate) fn normalise(
     json!(state)
 }
 
+/// `name` without the `-<pod-template-hash>` a Deployment's ReplicaSet carries.
+fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
+    let hash = rs
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-template-hash"));
+    match hash.and_then(|h| name.strip_suffix(&format!("-{h}"))) {
+        Some(stem) => format!("{stem}-<pod-template-hash>"),
+        None => name.to_string(),
+    }
+}
+
 /// The paths at which two normalised states differ, with both values (empty: equal).
 pub(crate) fn differences(mini: &Value, upstream: &Value) -> Vec<String> {
     let mut found = Vec::new();
@@ -264,5 +281,17 @@ mod tests {
             differences(&a, &b),
             ["/Deployment web/status: mini [3,3] | upstream [3,2]"]
         );
+    }
+
+    #[test]
+    fn a_replica_set_name_loses_its_template_hash() {
+        let mut rs = ReplicaSet::default();
+        rs.metadata.labels =
+            Some([("pod-template-hash".to_string(), "6f8b59f68d".to_string())].into());
+        assert_eq!(
+            without_template_hash(&rs, "web1-6f8b59f68d"),
+            "web1-<pod-template-hash>"
+        );
+        assert_eq!(without_template_hash(&rs, "rs1"), "rs1");
     }
 }
