@@ -235,8 +235,18 @@ fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
         .labels
         .as_ref()
         .and_then(|l| l.get("pod-template-hash"));
+    // Without its hash, a name no longer tells a Deployment's ReplicaSets apart: the image does (the
+    // operations change templates only by their image).
+    let image = rs
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
     match hash.and_then(|h| name.strip_suffix(&format!("-{h}"))) {
-        Some(stem) => format!("{stem}-<pod-template-hash>"),
+        Some(stem) => format!("{stem}-<pod-template-hash of {image}>"),
         None => name.to_string(),
     }
 }
