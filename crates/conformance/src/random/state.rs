@@ -298,9 +298,22 @@ mod tests {
         let mut rs = ReplicaSet::default();
         rs.metadata.labels =
             Some([("pod-template-hash".to_string(), "6f8b59f68d".to_string())].into());
+        rs.spec = Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+            template: Some(k8s_openapi::api::core::v1::PodTemplateSpec {
+                spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                    containers: vec![k8s_openapi::api::core::v1::Container {
+                        image: Some("pause:3.9".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
         assert_eq!(
             without_template_hash(&rs, "web1-6f8b59f68d"),
-            "web1-<pod-template-hash>"
+            "web1-<pod-template-hash of pause:3.9>"
         );
         assert_eq!(without_template_hash(&rs, "rs1"), "rs1");
     }
