@@ -31,6 +31,9 @@ use std::io::IsTerminal;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use mini_kcm_local_plane::DEFAULT_LOG_FILTER;
 
+/// Warnings and errors only (the plane's start-up probes' errors off, as in the default).
+const QUIET_LOG_FILTER: &str = "warn,kube_client::client::builder=off";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mini-kcm",
@@ -101,8 +104,14 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = parse(std::env::args_os());
+    // Random conformance runs mini-kcm's controllers in this process for an hour or more: their
+    // routine logs would bury the one line per operation that tells the progress.
+    let default_filter = match &cli.command {
+        Command::Conformance(args) if args.random > 0 => QUIET_LOG_FILTER,
+        _ => DEFAULT_LOG_FILTER,
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

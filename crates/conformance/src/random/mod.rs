@@ -3,7 +3,8 @@
 //! both have settled, their states compared with upstream as the oracle (docs/conformance.md).
 //!
 //! - `ops.rs`: the operations, drawn from a seed, written as the `kubectl` commands they are;
-//! - `state.rs`: the state compared, normalised, and the differences between two states.
+//! - `state.rs`: the state compared, normalised, and the differences between two states;
+//! - `rules.rs`: the deliberate differences, each a named rule with the doc that explains it.
 //!
 //! A sequence runs in a namespace of its own on both planes; the nodes' labels, taints and cordons it
 //! set are undone before the next. After an operation, each plane has settled when its state stayed the
@@ -12,6 +13,7 @@
 //! it a divergence.
 
 mod ops;
+mod rules;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -134,14 +136,20 @@ impl Target {
                 .await
             }
             Op::Kubectl { args } => self.kubectl(Some(ns), args, None).await,
-            Op::DeletePod { owner, index } => match self.pod_at(ns, owner, *index).await {
+            Op::OnPod {
+                owner,
+                index,
+                verb,
+                rest,
+            } => match self.pod_at(ns, owner, *index).await {
                 Some(pod) => {
-                    self.kubectl(
-                        Some(ns),
-                        &["delete".into(), "pod".into(), pod, "--wait=false".into()],
-                        None,
-                    )
-                    .await
+                    let args: Vec<String> = verb
+                        .iter()
+                        .cloned()
+                        .chain([pod])
+                        .chain(rest.iter().cloned())
+                        .collect();
+                    self.kubectl(Some(ns), &args, None).await
                 }
                 None => Ok(()),
             },
@@ -153,22 +161,15 @@ impl Target {
         }
     }
 
-    /// The deliberate difference "a DaemonSet is synced when a node's verdict changes"
-    /// (docs/daemonset.md#deliberate-differences-from-upstream): upstream recounts a DaemonSet's status
-    /// after a node change only when a pod must be created or deleted, so after a node operation both
-    /// planes' DaemonSets are touched (an annotation: no spec change), which makes upstream's recount
-    /// too. Without it every node operation that changes only the counts reads as a divergence.
+    /// The rule "daemonset-recount-on-node-verdict" ([`rules::RULES`]).
     async fn recount_daemon_sets(&self, ns: &str, step: usize) {
-        let args = ["annotate", "daemonsets", "--all", "--overwrite"]
-            .iter()
-            .map(|a| (*a).to_string())
-            .chain([format!("random/recount={step}")])
-            .collect::<Vec<_>>();
-        let _ = self.kubectl(Some(ns), &args, None).await;
+        let _ = self
+            .kubectl(Some(ns), &rules::recount_daemon_sets_args(step), None)
+            .await;
     }
 
-    /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (node,
-    /// image, readiness); `None` when it has none.
+    /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (image,
+    /// readiness, relabelled, deletion cost, node); `None` when it has none.
     async fn pod_at(&self, ns: &str, owner: &str, index: usize) -> Option<String> {
         use k8s_openapi::api::core::v1::Pod;
         let pods = kube::Api::<Pod>::namespaced(self.client.clone(), ns)
@@ -195,18 +196,23 @@ impl Target {
                 }
             })
             .map(|p| {
+                // What the comparison sees of a pod first, so that planes in the same compared state
+                // pick pods alike; the node last (a Deployment's pods may sit on other nodes).
                 let spec = p.spec.clone().unwrap_or_default();
-                let key = format!(
-                    "{} {} {}",
-                    spec.node_name.unwrap_or_default(),
-                    spec.containers
-                        .first()
-                        .and_then(|c| c.image.clone())
-                        .unwrap_or_default(),
-                    serde_json::to_string(&p.status.and_then(|s| s.conditions))
-                        .unwrap_or_default()
-                        .contains("\"Ready\",\"status\":\"True\""),
-                );
+                let key = serde_json::to_string(&(
+                    spec.containers.first().and_then(|c| c.image.clone()),
+                    state::is_ready(&p),
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(ops::RELABELLED)),
+                    p.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ops::DELETION_COST)),
+                    spec.node_name,
+                ))
+                .unwrap_or_default();
                 (key, p.metadata.name.unwrap_or_default())
             })
             .collect();
@@ -243,6 +249,13 @@ impl Target {
         }
     }
 
+    /// Deletes a namespace whose sequence is over, without waiting: its workloads would otherwise go on
+    /// reacting to the next sequences' node operations.
+    async fn clear(&self, ns: &str) {
+        let args = ["delete", "namespace", ns, "--wait=false"].map(String::from);
+        let _ = self.kubectl(None, &args, None).await;
+    }
+
     /// Undoes what sequences do to nodes, and makes the namespace.
     async fn prepare(&self, ns: &str) -> Result<(), ConformanceError> {
         let all = |args: &[&str]| args.iter().map(|a| (*a).to_string()).collect::<Vec<_>>();
@@ -258,6 +271,13 @@ impl Target {
             .await;
         let _ = self
             .kubectl(None, &all(&["uncordon", "-l", "type=kwok"]), None)
+            .await;
+        let _ = self
+            .kubectl(
+                None,
+                &all(&["delete", "node", ops::EXTRA_NODE, "--ignore-not-found"]),
+                None,
+            )
             .await;
         self.kubectl(None, &all(&["create", "namespace", ns]), None)
             .await
@@ -368,6 +388,21 @@ async fn replay(
     let (a, b) = tokio::join!(mini.prepare(ns), upstream.prepare(ns));
     a?;
     b?;
+    let outcome = steps(mini, upstream, ns, ops, label, progress).await;
+    if matches!(outcome, Ok(None)) {
+        tokio::join!(mini.clear(ns), upstream.clear(ns));
+    }
+    outcome
+}
+
+async fn steps(
+    mini: &Target,
+    upstream: &Target,
+    ns: &str,
+    ops: &[Op],
+    label: &str,
+    progress: &impl Fn(&str),
+) -> Result<Option<(usize, Vec<String>)>, ConformanceError> {
     for (step, op) in ops.iter().enumerate() {
         let (said_mini, said_upstream) = tokio::join!(mini.apply(ns, op), upstream.apply(ns, op));
         if op.changes_nodes() {
@@ -383,12 +418,11 @@ async fn replay(
             ));
         }
         differences.extend(agreement(mini, upstream, ns).await?);
-        let command = op.command(ns);
         progress(&format!(
             "{label} step {}/{}: {} ({})",
             step + 1,
             ops.len(),
-            command.lines().next().unwrap_or_default(),
+            op.summary(),
             if differences.is_empty() {
                 "same".to_string()
             } else {
@@ -489,12 +523,18 @@ async fn report(
         )
         .map_err(|e| ConformanceError::io(format!("writing {}", path.display()), e))?;
     }
+    let rules: Vec<String> = rules::RULES
+        .iter()
+        .map(|r| format!("  {}: {} ({})", r.name, r.normalisation, r.doc))
+        .collect();
     let text = format!(
-        "seed {}: the planes differ after these commands:\n\n{}\n\ndifferences:\n  {}\n\nboth states: {}\n",
+        "seed {}: the planes differ after these commands:\n\n{}\n\ndifferences:\n  {}\n\nboth states: {}\n\
+         deliberate differences normalised on both planes:\n{}\n",
         divergence.seed,
         divergence.commands.join("\n"),
         divergence.differences.join("\n  "),
-        dir.display()
+        dir.display(),
+        rules.join("\n")
     );
     println!("{text}");
     let path = dir.join("divergence.txt");

@@ -24,8 +24,14 @@ pub(crate) enum Op {
     Apply { what: String, manifest: Value },
     /// Any other `kubectl` command, as its arguments (the namespace is added when run).
     Kubectl { args: Vec<String> },
-    /// Deletes the `index`-th pod (in an order both planes agree on) of the workload `owner`.
-    DeletePod { owner: String, index: usize },
+    /// `kubectl <verb> <pod> <rest>` on the `index`-th pod (in an order both planes agree on) of the
+    /// workload `owner`: delete it, relabel it out of its selector, give it a deletion cost.
+    OnPod {
+        owner: String,
+        index: usize,
+        verb: Vec<String>,
+        rest: Vec<String>,
+    },
 }
 
 impl Op {
@@ -35,9 +41,21 @@ impl Op {
         }
     }
 
-    /// Whether it labels, taints or cordons a node.
+    /// Whether it adds, removes, labels, taints or cordons a node.
     pub(crate) fn changes_nodes(&self) -> bool {
-        matches!(self, Op::Kubectl { args } if args.iter().any(|a| a == "node" || a == "cordon"))
+        match self {
+            Op::Kubectl { args } => args.iter().any(|a| a == "node" || a == "cordon"),
+            Op::Apply { manifest, .. } => manifest["kind"] == "Node",
+            Op::OnPod { .. } => false,
+        }
+    }
+
+    /// One line for progress output: the command, with a manifest named by what it creates.
+    pub(crate) fn summary(&self) -> String {
+        match self {
+            Op::Apply { what, .. } => format!("kubectl apply: {what}"),
+            _ => self.command("<ns>").replace("kubectl -n <ns> ", "kubectl "),
+        }
     }
 
     /// The command a person types for it in namespace `ns` (pods named by their place, which the
@@ -48,9 +66,18 @@ impl Op {
                 format!("kubectl -n {ns} apply -f - <<'EOF'\n{manifest}\nEOF")
             }
             Op::Kubectl { args } => format!("kubectl -n {ns} {}", args.join(" ")),
-            Op::DeletePod { owner, index } => format!(
-                "kubectl -n {ns} delete pod <pod {index} of {owner}, ordered by node, template and readiness>"
-            ),
+            Op::OnPod {
+                owner,
+                index,
+                verb,
+                rest,
+            } => format!(
+                "kubectl -n {ns} {} <pod {index} of {owner}, ordered by image, readiness, relabelled, deletion cost and node> {}",
+                verb.join(" "),
+                rest.join(" ")
+            )
+            .trim_end()
+            .to_string(),
         }
     }
 }
@@ -64,9 +91,18 @@ struct Model {
     replica_sets: Vec<String>,
     daemon_sets: Vec<String>,
     created: usize,
-    /// Node labels and taints set by earlier operations (node name, what).
-    node_marks: Vec<(String, &'static str)>,
+    /// Deployments and DaemonSets with a pod relabelled out of their selector.
+    released: Vec<String>,
+    /// Whether the extra node ([`EXTRA_NODE`]) exists.
+    extra_node: bool,
 }
+
+/// The node a sequence adds and removes (the runner removes it before each sequence).
+pub(crate) const EXTRA_NODE: &str = "random-extra";
+/// The label of a pod relabelled out of its owner's selector, so which pods survive is compared.
+pub(crate) const RELABELLED: &str = "random/relabelled";
+/// The annotation by which a ReplicaSet chooses which pods to delete first on a scale-down.
+pub(crate) const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
 /// `count` operations drawn from `seed`, for a plane with `nodes` nodes named by `node_names`.
 pub(crate) fn generate(seed: u64, count: usize, node_names: &[String]) -> Vec<Op> {
@@ -74,10 +110,9 @@ pub(crate) fn generate(seed: u64, count: usize, node_names: &[String]) -> Vec<Op
     let mut model = Model::default();
     let mut ops = Vec::with_capacity(count);
     while ops.len() < count {
-        if let Some(op) = draw(&mut rng, &mut model, node_names) {
-            ops.push(op);
-        }
+        ops.extend(draw(&mut rng, &mut model, node_names));
     }
+    ops.truncate(count);
     ops
 }
 
@@ -85,8 +120,18 @@ fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> Option<&'a T> {
     (!items.is_empty()).then(|| &items[rng.random_range(0..items.len())])
 }
 
-/// One operation that applies to `model`, or `None` when the kind drawn has nothing to act on.
-fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
+/// The operations (usually one) of a kind drawn at random that applies to `model`; none when it has
+/// nothing to act on.
+fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Vec<Op> {
+    match rng.random_range(0..26) {
+        0..=19 => draw_one(rng, model, nodes).into_iter().collect(),
+        20..=21 => pod_relabelling(rng, model).into_iter().collect(),
+        22..=23 => cheapest_pod_then_scale_down(rng, model).unwrap_or_default(),
+        _ => node_added_or_removed(model).into_iter().collect(),
+    }
+}
+
+fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
     let deployment = pick(rng, &model.deployments).cloned();
     match rng.random_range(0..20) {
         0..=2 => {
@@ -197,9 +242,11 @@ fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
                 .cloned()
                 .collect();
             let owner = pick(rng, &owners)?.clone();
-            Some(Op::DeletePod {
+            Some(Op::OnPod {
                 owner,
                 index: rng.random_range(0..4),
+                verb: vec!["delete".into(), "pod".into()],
+                rest: vec!["--wait=false".into()],
             })
         }
         14 => {
@@ -242,17 +289,32 @@ fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
             }
             let name = "agent".to_string();
             model.daemon_sets.push(name.clone());
+            let rolling = match rng.random_range(0..4) {
+                0 => json!({"maxSurge": 1, "maxUnavailable": 0}),
+                1 => json!({"maxSurge": "50%", "maxUnavailable": 0}),
+                2 => json!({"maxUnavailable": "50%"}),
+                _ => json!({"maxUnavailable": 1}),
+            };
             let mut spec = json!({
                 "selector": {"matchLabels": {"app": name}},
                 "template": template(&name, IMAGES[0]),
-                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": if rng.random_bool(0.5) {
-                    json!({"maxSurge": 1, "maxUnavailable": 0})
-                } else {
-                    json!({"maxUnavailable": 1})
-                }},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
             });
             if rng.random_bool(0.5) {
                 spec["template"]["spec"]["nodeSelector"] = json!({"random/agent": "yes"});
+            }
+            // Tolerating the sequences' own taint (one effect or both): the node operations then
+            // change some verdicts and not others.
+            match rng.random_range(0..3) {
+                0 => {}
+                1 => {
+                    spec["template"]["spec"]["tolerations"] =
+                        json!([{"key": "random", "operator": "Exists", "effect": "NoSchedule"}]);
+                }
+                _ => {
+                    spec["template"]["spec"]["tolerations"] =
+                        json!([{"key": "random", "operator": "Exists"}]);
+                }
             }
             Some(Op::Apply {
                 what: format!("DaemonSet {name}"),
@@ -264,43 +326,94 @@ fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
         }
         _ => {
             let node = pick(rng, nodes)?.clone();
-            let (args, mark): (Vec<String>, &'static str) = match rng.random_range(0..4) {
-                0 => (
-                    vec![
-                        "label".into(),
-                        "node".into(),
-                        node.clone(),
-                        "random/agent=yes".into(),
-                        "--overwrite".into(),
-                    ],
-                    "label",
-                ),
-                1 => (
-                    vec![
-                        "taint".into(),
-                        "node".into(),
-                        node.clone(),
-                        "random=x:NoSchedule".into(),
-                        "--overwrite".into(),
-                    ],
-                    "noschedule",
-                ),
-                2 => (
-                    vec![
-                        "taint".into(),
-                        "node".into(),
-                        node.clone(),
-                        "random=x:NoExecute".into(),
-                        "--overwrite".into(),
-                    ],
-                    "noexecute",
-                ),
-                _ => (vec!["cordon".into(), node.clone()], "cordon"),
+            let args: &[&str] = match rng.random_range(0..4) {
+                0 => &["label", "node", &node, "random/agent=yes", "--overwrite"],
+                1 => &["taint", "node", &node, "random=x:NoSchedule", "--overwrite"],
+                2 => &["taint", "node", &node, "random=x:NoExecute", "--overwrite"],
+                _ => &["cordon", &node],
             };
-            model.node_marks.push((node, mark));
-            Some(Op::Kubectl { args })
+            Some(Op::kubectl(args))
         }
     }
+}
+
+/// A pod of a Deployment or DaemonSet relabelled out of its selector (its owner releases it and makes
+/// another), or, when one was, relabelled back (its owner adopts it and deletes one too many).
+/// ReplicaSets are left out: two select the same pods, so which adopts a returning pod is a race.
+fn pod_relabelling(rng: &mut StdRng, model: &mut Model) -> Option<Op> {
+    if let Some(owner) = model.released.pop() {
+        return Some(Op::kubectl(&[
+            "label",
+            "pods",
+            "-l",
+            &format!("app={owner}-away"),
+            &format!("app={owner}"),
+            "--overwrite",
+        ]));
+    }
+    let owners: Vec<String> = model
+        .deployments
+        .iter()
+        .chain(&model.daemon_sets)
+        .cloned()
+        .collect();
+    let owner = pick(rng, &owners)?.clone();
+    model.released.push(owner.clone());
+    Some(Op::OnPod {
+        index: rng.random_range(0..4),
+        verb: vec!["label".into(), "pod".into()],
+        rest: vec![
+            format!("app={owner}-away"),
+            format!("{RELABELLED}=yes"),
+            "--overwrite".into(),
+        ],
+        owner,
+    })
+}
+
+/// A deletion cost on one pod of a Deployment, then a scale-down: the costly pod must survive it on
+/// both planes (a negative cost: it must go first).
+fn cheapest_pod_then_scale_down(rng: &mut StdRng, model: &mut Model) -> Option<Vec<Op>> {
+    let owner = pick(rng, &model.deployments)?.clone();
+    let cost = [-100, 100][rng.random_range(0..2)];
+    Some(vec![
+        Op::OnPod {
+            owner: owner.clone(),
+            index: rng.random_range(0..4),
+            verb: vec!["annotate".into(), "pod".into()],
+            rest: vec![format!("{DELETION_COST}={cost}"), "--overwrite".into()],
+        },
+        Op::kubectl(&[
+            "scale",
+            &format!("deployment/{owner}"),
+            "--replicas",
+            &rng.random_range(0..=2).to_string(),
+        ]),
+    ])
+}
+
+/// A simulated node added (kwok takes it over), or the one added removed.
+fn node_added_or_removed(model: &mut Model) -> Option<Op> {
+    model.extra_node = !model.extra_node;
+    if !model.extra_node {
+        return Some(Op::kubectl(&["delete", "node", EXTRA_NODE]));
+    }
+    Some(Op::Apply {
+        what: format!("Node {EXTRA_NODE}"),
+        manifest: json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": EXTRA_NODE,
+                "labels": {"type": "kwok", "kubernetes.io/hostname": EXTRA_NODE,
+                           "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+            },
+            "status": {
+                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+            },
+        }),
+    })
 }
 
 fn template(app: &str, image: &str) -> Value {

@@ -16,6 +16,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
+use super::ops::{DELETION_COST, RELABELLED};
+use super::rules;
+
 /// The namespace's normalised state.
 pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, kube::Error> {
     let lp = ListParams::default();
@@ -67,7 +70,7 @@ fn annotation(meta: &kube::api::ObjectMeta, key: &str) -> Value {
         .map_or(Value::Null, |v| json!(v))
 }
 
-fn is_ready(pod: &Pod) -> bool {
+pub(crate) fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -80,16 +83,25 @@ fn image_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Value {
         .map_or(Value::Null, |i| json!(i))
 }
 
-/// Live pods of an owner: how many, how many Ready, how many terminating.
+/// Live pods of an owner: how many, how many Ready, how many terminating, and which survived a
+/// scale-down, told by what the operations put on pods: their deletion costs, and how many came back
+/// after being relabelled away.
 fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
     let owned: Vec<&Pod> = pods
         .iter()
         .filter(|p| controller_uid(&p.metadata) == Some(owner_uid))
         .collect();
+    let live = || owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
+    let mut costs: Vec<String> = live()
+        .filter_map(|p| p.metadata.annotations.as_ref()?.get(DELETION_COST).cloned())
+        .collect();
+    costs.sort();
     json!({
-        "pods": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count(),
-        "ready": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p)).count(),
+        "pods": live().count(),
+        "ready": live().filter(|p| is_ready(p)).count(),
         "terminating": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count(),
+        "deletionCosts": costs,
+        "relabelled": live().filter(|p| p.metadata.labels.as_ref().is_some_and(|l| l.contains_key(RELABELLED))).count(),
     })
 }
 
@@ -153,10 +165,7 @@ pub(crate) fn normalise(
     for rs in replica_sets {
         let controlled = controller_uid(&rs.metadata).is_some();
         let name = rs.metadata.name.clone().unwrap_or_default();
-        // The deliberate difference "pod-template-hash" (docs/deployment.md, deliberate differences):
-        // mini-kcm's hash of a template is not upstream's, and it ends the names of a Deployment's
-        // ReplicaSets, so a ReplicaSet left without its Deployment is named without it.
-        let name = without_template_hash(rs, &name);
+        let name = rules::without_template_hash(rs, &name);
         // A Deployment's ReplicaSets are named by a hash: they are compared under their Deployment.
         if !controlled
             || !deployments
@@ -188,6 +197,10 @@ pub(crate) fn normalise(
                 image_of(pod.spec.as_ref()),
                 is_ready(pod),
                 pod.metadata.deletion_timestamp.is_some(),
+                pod.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(RELABELLED)),
             ]));
         }
         for list in per_node.values_mut() {
@@ -226,29 +239,6 @@ pub(crate) fn normalise(
     }
     state.insert("orphan pods by app".into(), json!(orphans));
     json!(state)
-}
-
-/// `name` without the `-<pod-template-hash>` a Deployment's ReplicaSet carries.
-fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
-    let hash = rs
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get("pod-template-hash"));
-    // Without its hash, a name no longer tells a Deployment's ReplicaSets apart: the image does (the
-    // operations change templates only by their image).
-    let image = rs
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref())
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.clone())
-        .unwrap_or_default();
-    match hash.and_then(|h| name.strip_suffix(&format!("-{h}"))) {
-        Some(stem) => format!("{stem}-<pod-template-hash of {image}>"),
-        None => name.to_string(),
-    }
 }
 
 /// The paths at which two normalised states differ, with both values (empty: equal).
@@ -291,30 +281,5 @@ mod tests {
             differences(&a, &b),
             ["/Deployment web/status: mini [3,3] | upstream [3,2]"]
         );
-    }
-
-    #[test]
-    fn a_replica_set_name_loses_its_template_hash() {
-        let mut rs = ReplicaSet::default();
-        rs.metadata.labels =
-            Some([("pod-template-hash".to_string(), "6f8b59f68d".to_string())].into());
-        rs.spec = Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
-            template: Some(k8s_openapi::api::core::v1::PodTemplateSpec {
-                spec: Some(k8s_openapi::api::core::v1::PodSpec {
-                    containers: vec![k8s_openapi::api::core::v1::Container {
-                        image: Some("pause:3.9".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        assert_eq!(
-            without_template_hash(&rs, "web1-6f8b59f68d"),
-            "web1-<pod-template-hash of pause:3.9>"
-        );
-        assert_eq!(without_template_hash(&rs, "rs1"), "rs1");
     }
 }
