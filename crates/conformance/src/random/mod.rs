@@ -169,7 +169,7 @@ impl Target {
     }
 
     /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (image,
-    /// readiness, relabelled, deletion cost, node); `None` when it has none.
+    /// readiness, relabelled, deletion cost, node class, node); `None` when it has none.
     async fn pod_at(&self, ns: &str, owner: &str, index: usize) -> Option<String> {
         use k8s_openapi::api::core::v1::Pod;
         let pods = kube::Api::<Pod>::namespaced(self.client.clone(), ns)
@@ -177,6 +177,7 @@ impl Target {
             .await
             .ok()?
             .items;
+        let classes = state::node_classes(&self.client).await.ok()?;
         let mut owned: Vec<(String, String)> = pods
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -210,7 +211,8 @@ impl Target {
                         .annotations
                         .as_ref()
                         .and_then(|a| a.get(ops::DELETION_COST)),
-                    spec.node_name,
+                    spec.node_name.as_ref().and_then(|n| classes.get(n)),
+                    &spec.node_name,
                 ))
                 .unwrap_or_default();
                 (key, p.metadata.name.unwrap_or_default())

@@ -272,7 +272,7 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
                     "spec": {
                         "replicas": replicas,
                         "selector": {"matchLabels": {"app": "shared"}},
-                        "template": template("shared", IMAGES[0]),
+                        "template": workload_template("shared", IMAGES[0]),
                     }
                 }),
             })
@@ -423,6 +423,23 @@ fn template(app: &str, image: &str) -> Value {
     })
 }
 
+/// The pod template of a Deployment or ReplicaSet. The scheduler picks among equally good nodes at
+/// random, so such a pod may land on different nodes on the two planes; an eviction or a removed node
+/// would then delete it on one plane only (and a released pod is not replaced). So these pods tolerate
+/// the sequences' NoExecute taint and keep off the extra node: the node operations act on the
+/// DaemonSet, whose pods are placed by its controller, and on where new pods may be scheduled.
+fn workload_template(app: &str, image: &str) -> Value {
+    let mut template = template(app, image);
+    template["spec"]["tolerations"] =
+        json!([{"key": "random", "operator": "Exists", "effect": "NoExecute"}]);
+    template["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": [EXTRA_NODE]}
+        ]}]
+    }}});
+    template
+}
+
 /// A Deployment with random replicas, strategy and history.
 fn deployment_manifest(rng: &mut StdRng, name: &str) -> Value {
     let amount = |rng: &mut StdRng| -> Value {
@@ -450,7 +467,7 @@ fn deployment_manifest(rng: &mut StdRng, name: &str) -> Value {
             "revisionHistoryLimit": rng.random_range(0..=10),
             "selector": {"matchLabels": {"app": name}},
             "strategy": strategy,
-            "template": template(name, IMAGES[0]),
+            "template": workload_template(name, IMAGES[0]),
         }
     })
 }

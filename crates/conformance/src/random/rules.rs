@@ -3,7 +3,11 @@
 //! beyond what any two planes differ in (generated names, UIDs, times, resourceVersions), and they are
 //! narrow: a new divergence cannot hide behind an old one.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
 
 /// A deliberate difference, as a report names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,7 +20,7 @@ pub(crate) struct Rule {
 }
 
 /// Every rule in force; a report lists them.
-pub(crate) const RULES: [Rule; 2] = [
+pub(crate) const RULES: [Rule; 3] = [
     Rule {
         name: "pod-template-hash",
         doc: "docs/deployment.md#deliberate-differences-from-upstream",
@@ -30,6 +34,14 @@ pub(crate) const RULES: [Rule; 2] = [
         normalisation: "mini-kcm recounts a DaemonSet when a node's verdict changes, upstream only when \
             a pod must be created or deleted: after each node operation both planes' DaemonSets are \
             annotated (no spec change), which makes upstream recount too",
+    },
+    Rule {
+        name: "daemonset-node-choice",
+        doc: "docs/daemonset.md#deliberate-differences-from-upstream",
+        normalisation: "when a rolling update may surge or replace on only some of the nodes, \
+            upstream picks them in Go map order (at random), mini-kcm in name order: daemon pods are \
+            compared per class of node (what the operations set on it: the agent label, the taints, \
+            cordoned), not per node name",
     },
 ];
 
@@ -56,6 +68,56 @@ pub(crate) fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
     }
 }
 
+/// What the operations set on a node, for the rule "daemonset-node-choice": nodes of one class are
+/// interchangeable to a DaemonSet of the sequences.
+pub(crate) fn node_class(node: &Node) -> String {
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key("random/agent"));
+    let spec = node.spec.clone().unwrap_or_default();
+    let mut taints: Vec<String> = spec
+        .taints
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key == "random")
+        .map(|t| t.effect)
+        .collect();
+    taints.sort();
+    format!(
+        "agent label {}, random taints [{}]{}",
+        if labelled { "yes" } else { "no" },
+        taints.join(","),
+        if spec.unschedulable == Some(true) {
+            ", cordoned"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Daemon pods per node (each node's pods sorted) regrouped per node class: per class, the nodes'
+/// lists in a sorted order. Pods on a node that is no longer there go under "(no such node)".
+pub(crate) fn by_node_class(
+    per_node: BTreeMap<String, Vec<Value>>,
+    classes: &BTreeMap<String, String>,
+) -> Value {
+    let mut grouped: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (node, mut pods) in per_node {
+        pods.sort_by_key(|v| v.to_string());
+        let class = classes
+            .get(&node)
+            .cloned()
+            .unwrap_or_else(|| "(no such node)".to_string());
+        grouped.entry(class).or_default().push(json!(pods));
+    }
+    for lists in grouped.values_mut() {
+        lists.sort_by_key(|v| v.to_string());
+    }
+    json!(grouped)
+}
+
 /// The `kubectl` arguments of the rule "daemonset-recount-on-node-verdict", after step `step`.
 pub(crate) fn recount_daemon_sets_args(step: usize) -> Vec<String> {
     ["annotate", "daemonsets", "--all", "--overwrite"]
@@ -68,6 +130,42 @@ pub(crate) fn recount_daemon_sets_args(step: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daemon_pods_on_interchangeable_nodes_compare_equal_whichever_node_got_them() {
+        let classes: BTreeMap<String, String> = [
+            ("n1".to_string(), "plain".to_string()),
+            ("n2".to_string(), "plain".to_string()),
+            ("n3".to_string(), "tainted".to_string()),
+        ]
+        .into();
+        let surged = json!(["new", false]);
+        let old = json!(["old", true]);
+        let mini = BTreeMap::from([
+            ("n1".to_string(), vec![old.clone(), surged.clone()]),
+            ("n2".to_string(), vec![old.clone()]),
+            ("n3".to_string(), vec![old.clone()]),
+        ]);
+        let upstream = BTreeMap::from([
+            ("n1".to_string(), vec![old.clone()]),
+            ("n2".to_string(), vec![surged.clone(), old.clone()]),
+            ("n3".to_string(), vec![old.clone()]),
+        ]);
+        assert_eq!(
+            by_node_class(mini.clone(), &classes),
+            by_node_class(upstream, &classes)
+        );
+        // A surge on a node of another class is still told apart.
+        let elsewhere = BTreeMap::from([
+            ("n1".to_string(), vec![old.clone()]),
+            ("n2".to_string(), vec![old.clone()]),
+            ("n3".to_string(), vec![old.clone(), surged]),
+        ]);
+        assert_ne!(
+            by_node_class(mini, &classes),
+            by_node_class(elsewhere, &classes)
+        );
+    }
 
     #[test]
     fn a_replica_set_name_loses_its_template_hash() {

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
@@ -42,13 +42,29 @@ pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, k
         .list(&lp)
         .await?
         .items;
+    let nodes = node_classes(client).await?;
     Ok(normalise(
         &deployments,
         &replica_sets,
         &daemon_sets,
         &revisions,
         &pods,
+        &nodes,
     ))
+}
+
+/// Every node's name with its class ([`rules::node_class`]).
+pub(crate) async fn node_classes(
+    client: &kube::Client,
+) -> Result<BTreeMap<String, String>, kube::Error> {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(nodes
+        .iter()
+        .map(|n| (n.metadata.name.clone().unwrap_or_default(), rules::node_class(n)))
+        .collect())
 }
 
 fn uid(meta: &kube::api::ObjectMeta) -> &str {
@@ -134,6 +150,7 @@ pub(crate) fn normalise(
     daemon_sets: &[DaemonSet],
     revisions: &[ControllerRevision],
     pods: &[Pod],
+    nodes: &BTreeMap<String, String>,
 ) -> Value {
     let mut state = BTreeMap::new();
     for d in deployments {
@@ -183,7 +200,9 @@ pub(crate) fn normalise(
     for ds in daemon_sets {
         let name = ds.metadata.name.clone().unwrap_or_default();
         let status = ds.status.clone().unwrap_or_default();
-        let mut per_node: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        // Every node, also those without a daemon pod; pods on a node that is gone apart.
+        let mut per_node: BTreeMap<String, Vec<Value>> =
+            nodes.keys().map(|n| (n.clone(), Vec::new())).collect();
         for pod in pods
             .iter()
             .filter(|p| controller_uid(&p.metadata) == Some(uid(&ds.metadata)))
@@ -192,7 +211,7 @@ pub(crate) fn normalise(
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
-                .unwrap_or_else(|| "(unscheduled)".into());
+                .unwrap_or_default();
             per_node.entry(node).or_default().push(json!([
                 image_of(pod.spec.as_ref()),
                 is_ready(pod),
@@ -203,9 +222,7 @@ pub(crate) fn normalise(
                     .is_some_and(|l| l.contains_key(RELABELLED)),
             ]));
         }
-        for list in per_node.values_mut() {
-            list.sort_by_key(|v| v.to_string());
-        }
+        let per_class = rules::by_node_class(per_node, nodes);
         let mut numbers: Vec<i64> = revisions
             .iter()
             .filter(|r| controller_uid(&r.metadata) == Some(uid(&ds.metadata)))
@@ -219,7 +236,7 @@ pub(crate) fn normalise(
                            status.number_misscheduled, status.number_ready, status.updated_number_scheduled,
                            status.number_available, status.number_unavailable],
                 "observedGeneration": status.observed_generation == ds.metadata.generation,
-                "podsPerNode": per_node,
+                "podsPerNodeClass": per_class,
                 "revisions": numbers,
             }),
         );
