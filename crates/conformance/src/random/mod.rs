@@ -168,8 +168,7 @@ impl Target {
             .await;
     }
 
-    /// The `index`-th live pod of `owner`, in an order both planes agree on for equivalent pods (image,
-    /// readiness, relabelled, deletion cost, node class, node); `None` when it has none.
+    /// The `index`-th live pod of `owner` ([`state::pod_at`]); `None` when it has none.
     async fn pod_at(&self, ns: &str, owner: &str, index: usize) -> Option<String> {
         use k8s_openapi::api::core::v1::Pod;
         let pods = kube::Api::<Pod>::namespaced(self.client.clone(), ns)
@@ -178,51 +177,7 @@ impl Target {
             .ok()?
             .items;
         let classes = state::node_classes(&self.client).await.ok()?;
-        let mut owned: Vec<(String, String)> = pods
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                let app = p.metadata.labels.as_ref().and_then(|l| l.get("app"));
-                let controller = p
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|r| r.controller == Some(true))
-                    .map(|r| r.name.clone());
-                if owner.starts_with("rs") {
-                    controller.as_deref() == Some(owner)
-                } else {
-                    app.map(String::as_str) == Some(owner)
-                }
-            })
-            .map(|p| {
-                // What the comparison sees of a pod first, so that planes in the same compared state
-                // pick pods alike; the node last (a Deployment's pods may sit on other nodes).
-                let spec = p.spec.clone().unwrap_or_default();
-                let key = serde_json::to_string(&(
-                    spec.containers.first().and_then(|c| c.image.clone()),
-                    state::is_ready(&p),
-                    p.metadata
-                        .labels
-                        .as_ref()
-                        .is_some_and(|l| l.contains_key(ops::RELABELLED)),
-                    p.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(ops::DELETION_COST)),
-                    spec.node_name.as_ref().and_then(|n| classes.get(n)),
-                    &spec.node_name,
-                ))
-                .unwrap_or_default();
-                (key, p.metadata.name.unwrap_or_default())
-            })
-            .collect();
-        owned.sort();
-        if owned.is_empty() {
-            return None;
-        }
-        Some(owned.swap_remove(index % owned.len()).1)
+        state::pod_at(&pods, &classes, owner, index)
     }
 
     async fn state(&self, ns: &str) -> Result<Value, ConformanceError> {

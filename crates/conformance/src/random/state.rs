@@ -258,6 +258,77 @@ pub(crate) fn normalise(
     json!(state)
 }
 
+/// What the comparison sees of a pod: image, Ready, relabelled, deletion cost.
+fn pod_attributes(pod: &Pod) -> Value {
+    json!([
+        image_of(pod.spec.as_ref()),
+        is_ready(pod),
+        pod.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(RELABELLED)),
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DELETION_COST)),
+    ])
+}
+
+/// The `index`-th (modulo their number) live pod of `owner` (a ReplicaSet by controller, a
+/// Deployment or DaemonSet by its `app` label), in an order that picks equivalent pods on two planes
+/// whose compared states are equal: by the pod's attributes, then its node's class and what else of
+/// the owner's the node runs (nodes alike in both are interchangeable), and only then the node's name.
+pub(crate) fn pod_at(
+    pods: &[Pod],
+    classes: &BTreeMap<String, String>,
+    owner: &str,
+    index: usize,
+) -> Option<String> {
+    let owned: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            if owner.starts_with("rs") {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && r.name == owner)
+            } else {
+                p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str)
+                    == Some(owner)
+            }
+        })
+        .collect();
+    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let mut on_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for pod in &owned {
+        on_node
+            .entry(node_of(pod))
+            .or_default()
+            .push(pod_attributes(pod).to_string());
+    }
+    for list in on_node.values_mut() {
+        list.sort();
+    }
+    let mut keyed: Vec<(String, String)> = owned
+        .iter()
+        .map(|p| {
+            let node = node_of(p);
+            let key = json!([
+                pod_attributes(p),
+                classes.get(&node),
+                on_node.get(&node),
+                node,
+            ]);
+            (key.to_string(), p.metadata.name.clone().unwrap_or_default())
+        })
+        .collect();
+    keyed.sort();
+    let at = index.checked_rem(keyed.len())?;
+    Some(keyed.swap_remove(at).1)
+}
+
 /// The paths at which two normalised states differ, with both values (empty: equal).
 pub(crate) fn differences(mini: &Value, upstream: &Value) -> Vec<String> {
     let mut found = Vec::new();
@@ -287,6 +358,54 @@ fn walk(path: &str, a: &Value, b: &Value, found: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn daemon_pod(name: &str, node: &str, image: &str, ready: bool) -> Pod {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "agent"}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": image}]},
+        }))
+        .unwrap_or_default();
+        if ready {
+            pod.status = serde_json::from_value(
+                json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+            )
+            .ok();
+        }
+        pod
+    }
+
+    #[test]
+    fn a_pod_is_picked_alike_on_planes_that_surged_onto_different_nodes_of_one_class() {
+        let classes: BTreeMap<String, String> = ["n1", "n2", "n3"]
+            .iter()
+            .map(|n| (n.to_string(), "plain".to_string()))
+            .collect();
+        // Old pods everywhere; the surged new pod on n1 on one plane, on n3 on the other.
+        let plane = |surged: &str| {
+            let mut pods: Vec<Pod> = ["n1", "n2", "n3"]
+                .iter()
+                .map(|n| daemon_pod(&format!("old-{n}"), n, "old", true))
+                .collect();
+            pods.push(daemon_pod("new", surged, "new", false));
+            pods
+        };
+        let (a, b) = (plane("n1"), plane("n3"));
+        for index in 0..4 {
+            let on = |pods: &[Pod]| {
+                let name = pod_at(pods, &classes, "agent", index).unwrap_or_default();
+                let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&name));
+                // What deleting it changes: the pod, and whether its node keeps another.
+                let node = pod.and_then(|p| p.spec.as_ref()?.node_name.clone());
+                let others = pods
+                    .iter()
+                    .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()) == node)
+                    .count();
+                (pod.map(pod_attributes), others)
+            };
+            assert_eq!(on(&a), on(&b), "index {index}");
+        }
+        assert_eq!(pod_at(&[], &classes, "agent", 3), None);
+    }
 
     #[test]
     fn equal_states_have_no_differences_and_a_changed_counter_is_named() {
