@@ -176,8 +176,8 @@ impl Target {
             .await
             .ok()?
             .items;
-        let classes = state::node_classes(&self.client).await.ok()?;
-        state::pod_at(&pods, &classes, owner, index)
+        let nodes = state::nodes(&self.client).await.ok()?;
+        state::pod_at(&pods, &nodes, owner, index)
     }
 
     async fn state(&self, ns: &str) -> Result<Value, ConformanceError> {

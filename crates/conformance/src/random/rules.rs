@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PodSpec, Taint, Toleration};
 use serde_json::{Value, json};
 
 /// A deliberate difference, as a report names it.
@@ -40,8 +40,8 @@ pub(crate) const RULES: [Rule; 3] = [
         doc: "docs/daemonset.md#deliberate-differences-from-upstream",
         normalisation: "when a rolling update may surge or replace on only some of the nodes, \
             upstream picks them in Go map order (at random), mini-kcm in name order: daemon pods are \
-            compared per class of node (what the operations set on it: the agent label, the taints, \
-            cordoned), not per node name",
+            compared per class of node (whether the DaemonSet's nodeSelector selects it, which of \
+            its taints the template does not tolerate), not per node name",
     },
 ];
 
@@ -68,33 +68,56 @@ pub(crate) fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
     }
 }
 
-/// What the operations set on a node, for the rule "daemonset-node-choice": nodes of one class are
-/// interchangeable to a DaemonSet of the sequences.
-pub(crate) fn node_class(node: &Node) -> String {
-    let labelled = node
-        .metadata
-        .labels
+/// A node's class to the pods of `spec`, for the rule "daemonset-node-choice": whether its labels
+/// satisfy the spec's nodeSelector, and which of its taints the spec does not tolerate (the sequences'
+/// own, `random`). Nodes of one class are interchangeable to a DaemonSet with that template.
+pub(crate) fn node_class(node: &Node, spec: Option<&PodSpec>) -> String {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let selected = spec
+        .and_then(|s| s.node_selector.as_ref())
+        .is_none_or(|wanted| wanted.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let tolerations = spec.and_then(|s| s.tolerations.clone()).unwrap_or_default();
+    let mut untolerated: Vec<String> = node
+        .spec
         .as_ref()
-        .is_some_and(|l| l.contains_key("random/agent"));
-    let spec = node.spec.clone().unwrap_or_default();
-    let mut taints: Vec<String> = spec
-        .taints
+        .and_then(|s| s.taints.clone())
         .unwrap_or_default()
         .into_iter()
         .filter(|t| t.key == "random")
+        .filter(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
         .map(|t| t.effect)
         .collect();
-    taints.sort();
+    untolerated.sort();
     format!(
-        "agent label {}, random taints [{}]{}",
-        if labelled { "yes" } else { "no" },
-        taints.join(","),
-        if spec.unschedulable == Some(true) {
-            ", cordoned"
-        } else {
-            ""
-        }
+        "selected {selected}, untolerated taints [{}]",
+        untolerated.join(",")
     )
+}
+
+/// Whether `toleration` tolerates `taint` (the API's rule, for the tolerations the sequences write).
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let key = toleration.key.as_deref().unwrap_or_default();
+    let exists = toleration.operator.as_deref() == Some("Exists");
+    let key_matches = key == taint.key || (key.is_empty() && exists);
+    let effect_matches = toleration
+        .effect
+        .as_deref()
+        .is_none_or(|e| e.is_empty() || e == taint.effect);
+    let value_matches = exists || toleration.value == taint.value;
+    key_matches && effect_matches && value_matches
+}
+
+/// Each node's name with its class to the pods of `spec`.
+pub(crate) fn node_classes(nodes: &[Node], spec: Option<&PodSpec>) -> BTreeMap<String, String> {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                n.metadata.name.clone().unwrap_or_default(),
+                node_class(n, spec),
+            )
+        })
+        .collect()
 }
 
 /// Daemon pods per node (each node's pods sorted) regrouped per node class: per class, the nodes'
@@ -164,6 +187,46 @@ mod tests {
         assert_ne!(
             by_node_class(mini, &classes),
             by_node_class(elsewhere, &classes)
+        );
+    }
+
+    #[test]
+    fn a_node_class_is_what_the_template_cares_about() {
+        let node = |labels: serde_json::Value, taints: serde_json::Value| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "n", "labels": labels},
+                "spec": {"taints": taints},
+            }))
+            .unwrap_or_default()
+        };
+        let plain = node(json!({}), json!([]));
+        let labelled = node(json!({"random/agent": "yes"}), json!([]));
+        let tainted = node(
+            json!({}),
+            json!([{"key": "random", "value": "x", "effect": "NoSchedule"}]),
+        );
+        let spec =
+            |s: serde_json::Value| -> PodSpec { serde_json::from_value(s).unwrap_or_default() };
+        let anywhere = spec(json!({"containers": []}));
+        // A label no selector asks for does not tell nodes apart; an untolerated taint does.
+        assert_eq!(
+            node_class(&plain, Some(&anywhere)),
+            node_class(&labelled, Some(&anywhere))
+        );
+        assert_ne!(
+            node_class(&plain, Some(&anywhere)),
+            node_class(&tainted, Some(&anywhere))
+        );
+        let selective = spec(json!({"containers": [], "nodeSelector": {"random/agent": "yes"}}));
+        assert_ne!(
+            node_class(&plain, Some(&selective)),
+            node_class(&labelled, Some(&selective))
+        );
+        let tolerant = spec(json!({"containers": [],
+            "tolerations": [{"key": "random", "operator": "Exists", "effect": "NoSchedule"}]}));
+        assert_eq!(
+            node_class(&plain, Some(&tolerant)),
+            node_class(&tainted, Some(&tolerant))
         );
     }
 

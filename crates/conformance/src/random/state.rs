@@ -42,7 +42,7 @@ pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, k
         .list(&lp)
         .await?
         .items;
-    let nodes = node_classes(client).await?;
+    let nodes = nodes(client).await?;
     Ok(normalise(
         &deployments,
         &replica_sets,
@@ -53,18 +53,12 @@ pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, k
     ))
 }
 
-/// Every node's name with its class ([`rules::node_class`]).
-pub(crate) async fn node_classes(
-    client: &kube::Client,
-) -> Result<BTreeMap<String, String>, kube::Error> {
-    let nodes = Api::<Node>::all(client.clone())
+/// Every node.
+pub(crate) async fn nodes(client: &kube::Client) -> Result<Vec<Node>, kube::Error> {
+    Ok(Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await?
-        .items;
-    Ok(nodes
-        .iter()
-        .map(|n| (n.metadata.name.clone().unwrap_or_default(), rules::node_class(n)))
-        .collect())
+        .items)
 }
 
 fn uid(meta: &kube::api::ObjectMeta) -> &str {
@@ -107,7 +101,11 @@ fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
         .iter()
         .filter(|p| controller_uid(&p.metadata) == Some(owner_uid))
         .collect();
-    let live = || owned.iter().filter(|p| p.metadata.deletion_timestamp.is_none());
+    let live = || {
+        owned
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+    };
     let mut costs: Vec<String> = live()
         .filter_map(|p| p.metadata.annotations.as_ref()?.get(DELETION_COST).cloned())
         .collect();
@@ -150,7 +148,7 @@ pub(crate) fn normalise(
     daemon_sets: &[DaemonSet],
     revisions: &[ControllerRevision],
     pods: &[Pod],
-    nodes: &BTreeMap<String, String>,
+    nodes: &[Node],
 ) -> Value {
     let mut state = BTreeMap::new();
     for d in deployments {
@@ -200,9 +198,11 @@ pub(crate) fn normalise(
     for ds in daemon_sets {
         let name = ds.metadata.name.clone().unwrap_or_default();
         let status = ds.status.clone().unwrap_or_default();
+        let template = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        let classes = rules::node_classes(nodes, template);
         // Every node, also those without a daemon pod; pods on a node that is gone apart.
         let mut per_node: BTreeMap<String, Vec<Value>> =
-            nodes.keys().map(|n| (n.clone(), Vec::new())).collect();
+            classes.keys().map(|n| (n.clone(), Vec::new())).collect();
         for pod in pods
             .iter()
             .filter(|p| controller_uid(&p.metadata) == Some(uid(&ds.metadata)))
@@ -222,7 +222,7 @@ pub(crate) fn normalise(
                     .is_some_and(|l| l.contains_key(RELABELLED)),
             ]));
         }
-        let per_class = rules::by_node_class(per_node, nodes);
+        let per_class = rules::by_node_class(per_node, &classes);
         let mut numbers: Vec<i64> = revisions
             .iter()
             .filter(|r| controller_uid(&r.metadata) == Some(uid(&ds.metadata)))
@@ -278,12 +278,7 @@ fn pod_attributes(pod: &Pod) -> Value {
 /// Deployment or DaemonSet by its `app` label), in an order that picks equivalent pods on two planes
 /// whose compared states are equal: by the pod's attributes, then its node's class and what else of
 /// the owner's the node runs (nodes alike in both are interchangeable), and only then the node's name.
-pub(crate) fn pod_at(
-    pods: &[Pod],
-    classes: &BTreeMap<String, String>,
-    owner: &str,
-    index: usize,
-) -> Option<String> {
+pub(crate) fn pod_at(pods: &[Pod], nodes: &[Node], owner: &str, index: usize) -> Option<String> {
     let owned: Vec<&Pod> = pods
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -295,12 +290,21 @@ pub(crate) fn pod_at(
                     .flatten()
                     .any(|r| r.controller == Some(true) && r.name == owner)
             } else {
-                p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str)
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .map(String::as_str)
                     == Some(owner)
             }
         })
         .collect();
-    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let node_of = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default()
+    };
     let mut on_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for pod in &owned {
         on_node
@@ -315,12 +319,11 @@ pub(crate) fn pod_at(
         .iter()
         .map(|p| {
             let node = node_of(p);
-            let key = json!([
-                pod_attributes(p),
-                classes.get(&node),
-                on_node.get(&node),
-                node,
-            ]);
+            let class = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(&node))
+                .map(|n| rules::node_class(n, p.spec.as_ref()));
+            let key = json!([pod_attributes(p), class, on_node.get(&node), node]);
             (key.to_string(), p.metadata.name.clone().unwrap_or_default())
         })
         .collect();
@@ -376,9 +379,9 @@ mod tests {
 
     #[test]
     fn a_pod_is_picked_alike_on_planes_that_surged_onto_different_nodes_of_one_class() {
-        let classes: BTreeMap<String, String> = ["n1", "n2", "n3"]
+        let nodes: Vec<Node> = ["n1", "n2", "n3"]
             .iter()
-            .map(|n| (n.to_string(), "plain".to_string()))
+            .map(|n| serde_json::from_value(json!({"metadata": {"name": n}})).unwrap_or_default())
             .collect();
         // Old pods everywhere; the surged new pod on n1 on one plane, on n3 on the other.
         let plane = |surged: &str| {
@@ -392,8 +395,10 @@ mod tests {
         let (a, b) = (plane("n1"), plane("n3"));
         for index in 0..4 {
             let on = |pods: &[Pod]| {
-                let name = pod_at(pods, &classes, "agent", index).unwrap_or_default();
-                let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&name));
+                let name = pod_at(pods, &nodes, "agent", index).unwrap_or_default();
+                let pod = pods
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(&name));
                 // What deleting it changes: the pod, and whether its node keeps another.
                 let node = pod.and_then(|p| p.spec.as_ref()?.node_name.clone());
                 let others = pods
@@ -404,7 +409,7 @@ mod tests {
             };
             assert_eq!(on(&a), on(&b), "index {index}");
         }
-        assert_eq!(pod_at(&[], &classes, "agent", 3), None);
+        assert_eq!(pod_at(&[], &nodes, "agent", 3), None);
     }
 
     #[test]
