@@ -5,9 +5,11 @@
 //! Per Deployment: `spec.replicas`, paused, every status counter, whether `observedGeneration` caught
 //! up, the conditions (type, status, reason), the revision annotation, and its ReplicaSets by template
 //! (image) with their replicas, revision and size annotations, status and pods (how many, how many
-//! Ready). Per ReplicaSet without a Deployment: the same, and its conditions. Per DaemonSet: the status,
-//! the daemon pods per node (image, Ready) and the ControllerRevision numbers. Pods without a controller
-//! are counted by their `app` label.
+//! Ready, the deletion costs of those left). Per ReplicaSet without a Deployment: the same, and its
+//! conditions. Per DaemonSet: the status, the daemon pods per node (image, Ready, terminating, whether
+//! relabelled back: of two on a node the oldest stays), nodes told apart by class
+//! ([`rules::RULES`]), and the ControllerRevision numbers. Pods without a controller are counted by
+//! their `app` label.
 
 use std::collections::BTreeMap;
 
@@ -94,8 +96,10 @@ fn image_of(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Value {
 }
 
 /// Live pods of an owner: how many, how many Ready, how many terminating, and which survived a
-/// scale-down, told by what the operations put on pods: their deletion costs, and how many came back
-/// after being relabelled away.
+/// scale-down as far as upstream decides it: by their deletion costs. Past readiness and cost,
+/// upstream ranks pods by how many of the owner's pods share their node (where the scheduler put
+/// them, at random among equal nodes), then by ready and creation time in logarithmic buckets, then by
+/// UID: so whether a pod relabelled back survives is not compared.
 fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
     let owned: Vec<&Pod> = pods
         .iter()
@@ -115,7 +119,6 @@ fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
         "ready": live().filter(|p| is_ready(p)).count(),
         "terminating": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count(),
         "deletionCosts": costs,
-        "relabelled": live().filter(|p| p.metadata.labels.as_ref().is_some_and(|l| l.contains_key(RELABELLED))).count(),
     })
 }
 
@@ -258,15 +261,11 @@ pub(crate) fn normalise(
     json!(state)
 }
 
-/// What the comparison sees of a pod: image, Ready, relabelled, deletion cost.
+/// What the comparison sees of any owner's pod: image, Ready, deletion cost.
 fn pod_attributes(pod: &Pod) -> Value {
     json!([
         image_of(pod.spec.as_ref()),
         is_ready(pod),
-        pod.metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(RELABELLED)),
         pod.metadata
             .annotations
             .as_ref()
