@@ -90,6 +90,8 @@ struct Model {
     orphaned: Vec<(String, Value)>,
     replica_sets: Vec<String>,
     daemon_sets: Vec<String>,
+    /// DaemonSets whose rolling update surges (see [`pod_relabelling`]).
+    surging: Vec<String>,
     created: usize,
     /// Deployments and DaemonSets with a pod relabelled out of their selector.
     released: Vec<String>,
@@ -295,6 +297,9 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
                 2 => json!({"maxUnavailable": "50%"}),
                 _ => json!({"maxUnavailable": 1}),
             };
+            if rolling.get("maxSurge").is_some() {
+                model.surging.push(name.clone());
+            }
             let mut spec = json!({
                 "selector": {"matchLabels": {"app": name}},
                 "template": template(&name, IMAGES[0]),
@@ -339,7 +344,10 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
 
 /// A pod of a Deployment or DaemonSet relabelled out of its selector (its owner releases it and makes
 /// another), or, when one was, relabelled back (its owner adopts it and deletes one too many).
-/// ReplicaSets are left out: two select the same pods, so which adopts a returning pod is a race.
+/// Left out: ReplicaSets (two select the same pods, so which adopts a returning pod is a race), and
+/// DaemonSets that surge: released mid-update, a surged pod is replaced on a node upstream picks at
+/// random, and back again it leaves one node with two new pods (one deleted) or three nodes with one
+/// each (none deleted), so the number of surged pods itself would depend on the draw.
 fn pod_relabelling(rng: &mut StdRng, model: &mut Model) -> Option<Op> {
     if let Some(owner) = model.released.pop() {
         return Some(Op::kubectl(&[
@@ -354,7 +362,12 @@ fn pod_relabelling(rng: &mut StdRng, model: &mut Model) -> Option<Op> {
     let owners: Vec<String> = model
         .deployments
         .iter()
-        .chain(&model.daemon_sets)
+        .chain(
+            model
+                .daemon_sets
+                .iter()
+                .filter(|d| !model.surging.contains(d)),
+        )
         .cloned()
         .collect();
     let owner = pick(rng, &owners)?.clone();
