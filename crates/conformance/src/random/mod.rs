@@ -8,7 +8,8 @@
 //!
 //! A sequence runs in a namespace of its own on both planes; the nodes' labels, taints and cordons it
 //! set are undone before the next. After an operation, each plane has settled when its state stayed the
-//! same for [`QUIET`]; states that still differ then are compared again until [`AGREE_WITHIN`] has passed
+//! same for [`QUIET`]; states that still differ then are compared again until [`AGREE_WITHIN`] (after a
+//! node's removal [`AGREE_AFTER_NODE_REMOVAL_WITHIN`]) has passed
 //! (a progress deadline or `minReadySeconds` elapses on each plane at its own moment), and only then is
 //! it a divergence.
 
@@ -35,6 +36,11 @@ const QUIET: Duration = Duration::from_secs(3);
 const SETTLE_WITHIN: Duration = Duration::from_secs(90);
 /// How long two settled planes may take to agree.
 const AGREE_WITHIN: Duration = Duration::from_secs(30);
+/// How long two planes may take to agree after a node was removed: its pods stay until
+/// kube-controller-manager's pod garbage collector deletes them, 40 s after the node is gone and
+/// checked every 20 s, and the DaemonSets only then act on their loss (on both planes alike; before
+/// that they differ wherever upstream had surged onto the removed node, which it picks at random).
+const AGREE_AFTER_NODE_REMOVAL_WITHIN: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(500);
 
 /// What `--random` runs.
@@ -374,7 +380,12 @@ async fn steps(
                 "the command: mini {said_mini} | upstream {said_upstream}"
             ));
         }
-        differences.extend(agreement(mini, upstream, ns).await?);
+        let within = if op.removes_node() {
+            AGREE_AFTER_NODE_REMOVAL_WITHIN
+        } else {
+            AGREE_WITHIN
+        };
+        differences.extend(agreement(mini, upstream, ns, within).await?);
         progress(&format!(
             "{label} step {}/{}: {} ({})",
             step + 1,
@@ -423,15 +434,16 @@ async fn minimise(
     Ok(kept)
 }
 
-/// The differences left once both planes settled and were given [`AGREE_WITHIN`] to agree.
+/// The differences left once both planes settled and were given `within` to agree.
 async fn agreement(
     mini: &Target,
     upstream: &Target,
     ns: &str,
+    within: Duration,
 ) -> Result<Vec<String>, ConformanceError> {
     let (a, b) = tokio::join!(mini.settled(ns), upstream.settled(ns));
     let (mut a, mut b) = (a?, b?);
-    let deadline = Instant::now() + AGREE_WITHIN;
+    let deadline = Instant::now() + within;
     loop {
         let differences = state::differences(&a, &b);
         if differences.is_empty() || Instant::now() >= deadline {

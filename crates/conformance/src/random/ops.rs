@@ -50,6 +50,11 @@ impl Op {
         }
     }
 
+    /// Whether it deletes a node.
+    pub(crate) fn removes_node(&self) -> bool {
+        matches!(self, Op::Kubectl { args } if args.starts_with(&["delete".to_string(), "node".to_string()]))
+    }
+
     /// One line for progress output: the command, with a manifest named by what it creates.
     pub(crate) fn summary(&self) -> String {
         match self {
@@ -488,6 +493,13 @@ fn deployment_manifest(rng: &mut StdRng, name: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_removal_is_told_apart() {
+        assert!(Op::kubectl(&["delete", "node", EXTRA_NODE]).removes_node());
+        assert!(!Op::kubectl(&["delete", "deployment/web1"]).removes_node());
+        assert!(!Op::kubectl(&["cordon", EXTRA_NODE]).removes_node());
+    }
 
     #[test]
     fn a_seed_draws_the_same_operations_every_time() {
