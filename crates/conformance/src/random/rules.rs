@@ -20,7 +20,7 @@ pub(crate) struct Rule {
 }
 
 /// Every rule in force; a report lists them.
-pub(crate) const RULES: [Rule; 3] = [
+pub(crate) const RULES: [Rule; 4] = [
     Rule {
         name: "pod-template-hash",
         doc: "docs/deployment.md#deliberate-differences-from-upstream",
@@ -42,6 +42,15 @@ pub(crate) const RULES: [Rule; 3] = [
             upstream picks them in Go map order (at random), mini-kcm in name order: daemon pods are \
             compared per class of node (whether the DaemonSet's nodeSelector selects it, which of \
             its taints the template does not tolerate), not per node name",
+    },
+    Rule {
+        name: "deployment-lost-progress-write",
+        doc: "docs/deployment.md#deliberate-differences-from-upstream",
+        normalisation: "upstream's Deployment controller has no read-your-own-writes: its status write \
+            right after creating a ReplicaSet (Progressing NewReplicaSetCreated) can fail on a \
+            conflict, and then the condition keeps NewReplicaSetAvailable from the rollout before for \
+            as long as replicas equal updatedReplicas; where upstream says NewReplicaSetAvailable in that \
+            state and mini-kcm ReplicaSetUpdated or NewReplicaSetCreated, the reasons count as equal",
     },
 ];
 
@@ -141,6 +150,55 @@ pub(crate) fn by_node_class(
     json!(grouped)
 }
 
+/// The rule "deployment-lost-progress-write": for each Deployment whose Progressing reason is
+/// NewReplicaSetAvailable on upstream while its replicas equal its updated replicas (upstream then
+/// never re-judges the condition), mini-kcm's ReplicaSetUpdated or NewReplicaSetCreated is taken as
+/// that reason. Only the reason is forgiven: the condition's status and everything else still count.
+pub(crate) fn forgive_lost_progress_write(mini: &mut Value, upstream: &Value) {
+    let Some(objects) = mini.as_object_mut() else {
+        return;
+    };
+    for (key, view) in objects.iter_mut() {
+        if !key.starts_with("Deployment ") {
+            continue;
+        }
+        let Some(theirs) = upstream.get(key) else {
+            continue;
+        };
+        let status = &theirs["status"];
+        let replicas_all_updated = !status[0].is_null() && status[0] == status[1];
+        let upstream_reason = progressing(theirs);
+        let Some(conditions) = view["conditions"].as_array_mut() else {
+            continue;
+        };
+        for condition in conditions.iter_mut() {
+            let is_progressing = condition[0] == "Progressing" && condition[1] == "True";
+            let mini_reason = condition[2].as_str().unwrap_or_default();
+            if is_progressing
+                && replicas_all_updated
+                && upstream_reason == Some(("True", "NewReplicaSetAvailable"))
+                && matches!(mini_reason, "ReplicaSetUpdated" | "NewReplicaSetCreated")
+            {
+                condition[2] = json!("NewReplicaSetAvailable");
+            }
+        }
+    }
+}
+
+/// A Deployment view's Progressing (status, reason).
+fn progressing(view: &Value) -> Option<(&str, &str)> {
+    view["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c[0] == "Progressing")
+        .map(|c| {
+            (
+                c[1].as_str().unwrap_or_default(),
+                c[2].as_str().unwrap_or_default(),
+            )
+        })
+}
+
 /// The `kubectl` arguments of the rule "daemonset-recount-on-node-verdict", after step `step`.
 pub(crate) fn recount_daemon_sets_args(step: usize) -> Vec<String> {
     ["annotate", "daemonsets", "--all", "--overwrite"]
@@ -188,6 +246,31 @@ mod tests {
             by_node_class(mini, &classes),
             by_node_class(elsewhere, &classes)
         );
+    }
+
+    #[test]
+    fn a_lost_progress_write_is_forgiven_only_where_upstream_never_re_judges() {
+        let view = |reason: &str, status: Value| {
+            json!({"Deployment web": {
+                "status": status,
+                "conditions": [["Available", "False", "MinimumReplicasUnavailable"],
+                               ["Progressing", "True", reason]],
+            }})
+        };
+        let upstream = view("NewReplicaSetAvailable", json!([2, 2, null, null, 2, 0]));
+        let mut mini = view("ReplicaSetUpdated", json!([2, 2, null, null, 2, 0]));
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_eq!(mini, upstream);
+        // Mid-rollout (replicas above updated) upstream re-judges: a different reason is a divergence.
+        let upstream = view("NewReplicaSetAvailable", json!([3, 1, 2, 2, 1, 0]));
+        let mut mini = view("ReplicaSetUpdated", json!([3, 1, 2, 2, 1, 0]));
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_ne!(mini, upstream);
+        // The other way round (mini stuck on NewReplicaSetAvailable) is never forgiven.
+        let upstream = view("ReplicaSetUpdated", json!([2, 2, null, null, 2, 0]));
+        let mut mini = view("NewReplicaSetAvailable", json!([2, 2, null, null, 2, 0]));
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_ne!(mini, upstream);
     }
 
     #[test]

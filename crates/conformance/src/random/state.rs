@@ -333,8 +333,10 @@ pub(crate) fn pod_at(pods: &[Pod], nodes: &[Node], owner: &str, index: usize) ->
 
 /// The paths at which two normalised states differ, with both values (empty: equal).
 pub(crate) fn differences(mini: &Value, upstream: &Value) -> Vec<String> {
+    let mut mini = mini.clone();
+    rules::forgive_lost_progress_write(&mut mini, upstream);
     let mut found = Vec::new();
-    walk("", mini, upstream, &mut found);
+    walk("", &mini, upstream, &mut found);
     found
 }
 
