@@ -380,12 +380,7 @@ async fn steps(
                 "the command: mini {said_mini} | upstream {said_upstream}"
             ));
         }
-        let within = if op.removes_node() {
-            AGREE_AFTER_NODE_REMOVAL_WITHIN
-        } else {
-            AGREE_WITHIN
-        };
-        differences.extend(agreement(mini, upstream, ns, within).await?);
+        differences.extend(agreement(mini, upstream, ns, op.removes_node()).await?);
         progress(&format!(
             "{label} step {}/{}: {} ({})",
             step + 1,
@@ -434,15 +429,26 @@ async fn minimise(
     Ok(kept)
 }
 
-/// The differences left once both planes settled and were given `within` to agree.
+/// The differences left once both planes settled and were given [`AGREE_WITHIN`] to agree, or
+/// [`AGREE_AFTER_NODE_REMOVAL_WITHIN`] right after a node's removal or while daemon pods still sit on
+/// a removed node (until the pod garbage collector deletes them, upstream's rolling update counts such
+/// a node as unavailable, and it may have picked that node's pod to replace first: at random).
 async fn agreement(
     mini: &Target,
     upstream: &Target,
     ns: &str,
-    within: Duration,
+    node_removed: bool,
 ) -> Result<Vec<String>, ConformanceError> {
     let (a, b) = tokio::join!(mini.settled(ns), upstream.settled(ns));
     let (mut a, mut b) = (a?, b?);
+    let within = if node_removed
+        || state::has_pods_on_removed_nodes(&a)
+        || state::has_pods_on_removed_nodes(&b)
+    {
+        AGREE_AFTER_NODE_REMOVAL_WITHIN
+    } else {
+        AGREE_WITHIN
+    };
     let deadline = Instant::now() + within;
     loop {
         let differences = state::differences(&a, &b);

@@ -129,8 +129,11 @@ pub(crate) fn node_classes(nodes: &[Node], spec: Option<&PodSpec>) -> BTreeMap<S
         .collect()
 }
 
+/// The class of the node of a pod whose node is gone.
+pub(crate) const NO_SUCH_NODE: &str = "(no such node)";
+
 /// Daemon pods per node (each node's pods sorted) regrouped per node class: per class, the nodes'
-/// lists in a sorted order. Pods on a node that is no longer there go under "(no such node)".
+/// lists in a sorted order. Pods on a node that is no longer there go under [`NO_SUCH_NODE`].
 pub(crate) fn by_node_class(
     per_node: BTreeMap<String, Vec<Value>>,
     classes: &BTreeMap<String, String>,
@@ -141,7 +144,7 @@ pub(crate) fn by_node_class(
         let class = classes
             .get(&node)
             .cloned()
-            .unwrap_or_else(|| "(no such node)".to_string());
+            .unwrap_or_else(|| NO_SUCH_NODE.to_string());
         grouped.entry(class).or_default().push(json!(pods));
     }
     for lists in grouped.values_mut() {

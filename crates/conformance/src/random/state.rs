@@ -331,6 +331,21 @@ pub(crate) fn pod_at(pods: &[Pod], nodes: &[Node], owner: &str, index: usize) ->
     Some(keyed.swap_remove(at).1)
 }
 
+/// Whether a DaemonSet of the normalised `state` has pods on a node that is gone.
+pub(crate) fn has_pods_on_removed_nodes(state: &Value) -> bool {
+    state.as_object().is_some_and(|objects| {
+        objects.values().any(|view| {
+            view["podsPerNodeClass"][rules::NO_SUCH_NODE]
+                .as_array()
+                .is_some_and(|nodes| {
+                    nodes
+                        .iter()
+                        .any(|pods| pods.as_array().is_some_and(|p| !p.is_empty()))
+                })
+        })
+    })
+}
+
 /// The paths at which two normalised states differ, with both values (empty: equal).
 pub(crate) fn differences(mini: &Value, upstream: &Value) -> Vec<String> {
     let mut mini = mini.clone();
@@ -411,6 +426,14 @@ mod tests {
             assert_eq!(on(&a), on(&b), "index {index}");
         }
         assert_eq!(pod_at(&[], &nodes, "agent", 3), None);
+    }
+
+    #[test]
+    fn daemon_pods_on_a_removed_node_are_noticed() {
+        let with = json!({"DaemonSet agent": {"podsPerNodeClass": {"(no such node)": [[["img", true, true, false]]]}}});
+        let without = json!({"DaemonSet agent": {"podsPerNodeClass": {"selected true, untolerated taints []": [[["img", true, false, false]]]}}});
+        assert!(has_pods_on_removed_nodes(&with));
+        assert!(!has_pods_on_removed_nodes(&without));
     }
 
     #[test]
