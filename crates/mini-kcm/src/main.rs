@@ -11,13 +11,17 @@
 //!   manager (docs/live-view.md).
 //! - `mini-kcm conformance` runs Kubernetes' own e2e specs for these controllers on a local plane, with
 //!   `--compare` beside kube-controller-manager's (docs/conformance.md).
+//! - `mini-kcm env` prints the shell exports that put `mini-kcm` and a running plane's `kubectl` on
+//!   `PATH` and set `KUBECONFIG` (`eval "$(cargo run -q -p mini-kcm -- env)"`, the docs' set-up line).
 //! - `mini-kcm version` prints the version, git revision and the Kubernetes version it mirrors.
 //!
-//! `up`, `build-plane`, `bench` and `conformance` exist with the `local-plane` feature (the default);
-//! the image is built without it, so it carries only what runs in a cluster.
+//! `up`, `env`, `build-plane`, `bench` and `conformance` exist with the `local-plane` feature (the
+//! default); the image is built without it, so it carries only what runs in a cluster.
 
 mod allocator;
 mod duration;
+#[cfg(feature = "local-plane")]
+mod env;
 mod explain;
 mod kind_name;
 mod kubeconfig;
@@ -81,6 +85,10 @@ enum Command {
     /// mini-kcm's controllers (and with kube-controller-manager's: --compare) (docs/conformance.md).
     #[cfg(feature = "local-plane")]
     Conformance(mini_kcm_conformance::ConformanceArgs),
+    /// Print shell exports for a running `mini-kcm up`: `mini-kcm` and the plane's `kubectl` on PATH,
+    /// KUBECONFIG set. Use: eval "$(cargo run -q -p mini-kcm -- env)".
+    #[cfg(feature = "local-plane")]
+    Env(env::EnvArgs),
     /// Print the version, the git revision and the Kubernetes version whose controllers it mirrors.
     Version,
 }
@@ -102,13 +110,25 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Cli {
     cli
 }
 
+/// Whether `command` runs mini-kcm's controllers in this process for long, with a progress line per step
+/// (random conformance).
+fn runs_for_long_in_process(command: &Command) -> bool {
+    #[cfg(feature = "local-plane")]
+    if let Command::Conformance(args) = command {
+        return args.random > 0;
+    }
+    let _ = command;
+    false
+}
+
 fn main() -> std::process::ExitCode {
     let cli = parse(std::env::args_os());
     // Random conformance runs mini-kcm's controllers in this process for an hour or more: their
     // routine logs would bury the one line per operation that tells the progress.
-    let default_filter = match &cli.command {
-        Command::Conformance(args) if args.random > 0 => QUIET_LOG_FILTER,
-        _ => DEFAULT_LOG_FILTER,
+    let default_filter = if runs_for_long_in_process(&cli.command) {
+        QUIET_LOG_FILTER
+    } else {
+        DEFAULT_LOG_FILTER
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
@@ -158,6 +178,8 @@ async fn run_command(command: Command) -> std::process::ExitCode {
         #[cfg(feature = "local-plane")]
         Command::BuildPlane => up::build_plane().await,
         Command::Explain(args) => explain::run(args).await,
+        #[cfg(feature = "local-plane")]
+        Command::Env(args) => env::run(args),
         #[cfg(feature = "local-plane")]
         Command::Bench(args) => mini_kcm_bench::run(args)
             .await
