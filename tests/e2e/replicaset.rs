@@ -8,14 +8,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, ResourceQuotaSpec};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, controller_uid, family_resource, is_active, pod_template,
-    replica_set, replica_sets,
+    TIMEOUT, TestManager, app_selector, controller_uid, family_resource, is_active, pod_quota,
+    pod_template, replica_set, replica_sets,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject};
@@ -397,36 +396,7 @@ async fn deleting_the_replica_set_garbage_collects_its_pods(family: ApiFamily) {
 async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
     let (ns, manager) = setup("rs-quota", family).await;
     // A quota of 2 pods: the API server rejects the third creation (upstream's "exceeded quota" e2e).
-    let quotas = ns.api::<ResourceQuota>();
-    quotas
-        .create(
-            &PostParams::default(),
-            &ResourceQuota {
-                metadata: ObjectMeta {
-                    name: Some("two-pods".into()),
-                    ..Default::default()
-                },
-                spec: Some(ResourceQuotaSpec {
-                    hard: Some(BTreeMap::from([("pods".to_string(), Quantity("2".into()))])),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    ns.wait_for(
-        &quotas,
-        "two-pods",
-        "the quota controller to compute usage",
-        TIMEOUT,
-        |q| {
-            q.and_then(|q| q.status.as_ref())
-                .and_then(|s| s.used.as_ref())
-                .is_some()
-        },
-    )
-    .await;
+    pod_quota(&ns, "two-pods", 2).await;
 
     let api = replica_sets(&ns, family);
     let created_at = std::time::Instant::now();
@@ -510,7 +480,7 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
 
     // Lifting the quota lets the controller finish and clears the condition. The key is in backoff by
     // now and a quota is not something the controller watches; touching the ReplicaSet syncs it at once.
-    quotas
+    ns.api::<ResourceQuota>()
         .delete("two-pods", &DeleteParams::default())
         .await
         .unwrap();

@@ -63,6 +63,8 @@ pub(crate) fn cmp_oldest_first(a: &CachedPod, b: &CachedPod) -> Ordering {
 /// Claimed daemon pods grouped by the node they are for ([`get_target_node_name`]); pods whose node
 /// cannot be told are skipped. Terminal pods that are being deleted are dropped unless
 /// `include_deleted_terminal` (history cleanup still wants their hashes).
+///
+/// upstream: getNodesToDaemonPods
 pub(crate) fn group_pods_by_node<'a>(
     pods: impl IntoIterator<Item = &'a CachedPod>,
     include_deleted_terminal: bool,

@@ -315,6 +315,7 @@ async fn ready(State(health): State<Health>) -> (StatusCode, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mini_kcm_runtime::safeties::{Safeties, Safety};
     use std::time::SystemTime;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -372,7 +373,11 @@ mod tests {
             registry,
             caches_synced: Arc::new(AtomicBool::new(synced)),
             leader: None,
-            live_view: LiveView::new(mini_kcm_runtime::decisions::DecisionLog::disabled()),
+            live_view: LiveView::new(
+                mini_kcm_runtime::decisions::DecisionLog::disabled(),
+                &Safeties::all_on(),
+                Duration::ZERO,
+            ),
             zpages: Arc::new(Zpages::new(&options(), SystemTime::now(), &PATHS)),
             slis: HealthSlis::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
                 .unwrap(),
@@ -441,6 +446,45 @@ mod tests {
         .await;
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
         assert!(answer.contains("unknown kind"), "{answer}");
+    }
+
+    /// A manager with safety mechanisms switched off says so in its state, which the page shows as a
+    /// banner; an ordinary one lists none.
+    #[tokio::test]
+    async fn the_state_lists_the_safety_mechanisms_switched_off() {
+        let state = |health: Health| async move {
+            let addr = start(health).await;
+            let answer = exchange(
+                addr,
+                "GET /debug/controllers/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .await;
+            let body = answer
+                .split("\r\n\r\n")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            serde_json::from_str::<ManagerView>(&body).unwrap()
+        };
+        let ordinary = state(health(true)).await;
+        assert!(ordinary.switched_off.is_empty() && ordinary.watch_delay_ms == 0);
+
+        let mut broken = health(true);
+        broken.live_view = LiveView::new(
+            mini_kcm_runtime::decisions::DecisionLog::disabled(),
+            &Safeties::without([Safety::SlowStart, Safety::Expectations]),
+            Duration::from_secs(2),
+        );
+        let view = state(broken).await;
+        let names: Vec<&str> = view
+            .switched_off
+            .iter()
+            .map(|s| s.mechanism.as_str())
+            .collect();
+        assert_eq!(names, ["expectations", "slow-start"]);
+        assert!(view.switched_off[0].risk.contains("duplicate pods"));
+        assert_eq!(view.watch_delay_ms, 2000);
+        assert!(crate::live_view::PAGE.contains("switched-off"));
     }
 
     #[tokio::test]

@@ -158,6 +158,7 @@ pub async fn run(
     let registry = prometheus::Registry::new();
     version::register_process_and_build_info(&registry)?;
     log_feature_gates(&options.feature_gates);
+    warn_of_switched_off_safeties(&options);
     let clients = Clients::new(config, &options, &registry)?;
     let informer_client = clients.unfenced("shared-informers")?;
     adapt_gates_to_server(&informer_client, &mut options.feature_gates).await;
@@ -178,7 +179,7 @@ pub async fn run(
     } else {
         DecisionLog::disabled()
     };
-    let live_view = LiveView::new(decisions.clone());
+    let live_view = LiveView::new(decisions.clone(), &options.safeties, options.watch_delay);
     let ready = Arc::new(AtomicBool::new(false));
     let started = version::process_start_time(&registry);
     let health = http::Health {
@@ -196,7 +197,8 @@ pub async fn run(
 
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
         .with_min_resync_period(options.min_resync_period)
-        .with_streamed_lists(options.feature_gates.enabled(Feature::WatchListClient));
+        .with_streamed_lists(options.feature_gates.enabled(Feature::WatchListClient))
+        .with_watch_delay(options.watch_delay);
     let controllers = build_controllers(&options, &clients, &informers, &registry, &decisions)?;
     tracing::info!(
         kinds = ?options.kinds,
@@ -302,6 +304,24 @@ async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) 
             server = %info.git_version,
             gates = turned_off.join(","),
             "the API server drops the fields of these gates: off by default against it"
+        );
+    }
+}
+
+/// One loud warning per safety mechanism a learner switched off, and for caches made to lag: this
+/// manager misbehaves on purpose (docs/tour-breaking.md).
+fn warn_of_switched_off_safeties(options: &ManagerOptions) {
+    for safety in options.safeties.switched_off() {
+        tracing::warn!(
+            mechanism = safety.name(),
+            "SAFETY MECHANISM SWITCHED OFF (for learning only): {}",
+            safety.risk()
+        );
+    }
+    if !options.watch_delay.is_zero() {
+        tracing::warn!(
+            delay = ?options.watch_delay,
+            "WATCH DELAY (for learning only): every watch event reaches the caches this late"
         );
     }
 }
@@ -439,6 +459,7 @@ fn build_controllers(
             settings.priorities = options.priorities();
             settings.budget = budget.clone();
             settings.features = options.feature_gates.clone();
+            settings.safeties = options.safeties.clone();
             (descriptor.settings)(options, &mut settings);
             let controller =
                 (descriptor.build)(informers, client.clone(), settings, metrics.clone());

@@ -4,6 +4,7 @@
 //! page (`live_view/page.html`) and by `mini-kcm explain`.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use mini_kcm_runtime::controller::{Controller, ObjectKey};
 use mini_kcm_runtime::decisions::{DecidedBy, DecisionFilter, DecisionLog};
@@ -13,6 +14,7 @@ use mini_kcm_runtime::kinds::{
     ApiFamily, CONTROLLER_UID_INDEX, DaemonSetObject, DeploymentObject, POD_CONTROLLER_INDEX,
     ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
+use mini_kcm_runtime::safeties::{Safeties, SwitchedOff};
 
 use crate::object_view::{
     ConditionEntry, KeyQueueState, ObjectQuery, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
@@ -40,6 +42,9 @@ pub(crate) enum ObjectQueryError {
 pub(crate) struct LiveView {
     pub decisions: DecisionLog,
     running: Arc<OnceLock<Running>>,
+    /// Safety mechanisms switched off by a learner, shown as a banner on every view.
+    switched_off: Vec<SwitchedOff>,
+    watch_delay: Duration,
 }
 
 pub(crate) struct Running {
@@ -48,10 +53,12 @@ pub(crate) struct Running {
 }
 
 impl LiveView {
-    pub(crate) fn new(decisions: DecisionLog) -> Self {
+    pub(crate) fn new(decisions: DecisionLog, safeties: &Safeties, watch_delay: Duration) -> Self {
         LiveView {
             decisions,
             running: Arc::default(),
+            switched_off: SwitchedOff::list(safeties),
+            watch_delay,
         }
     }
 
@@ -73,6 +80,8 @@ impl LiveView {
             controllers,
             informers,
             decision_log: self.decisions.is_enabled(),
+            switched_off: self.switched_off.clone(),
+            watch_delay_ms: u64::try_from(self.watch_delay.as_millis()).unwrap_or(u64::MAX),
         }
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSetCondition, DeploymentCondition, ReplicaSetCondition};
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::decisions::{Decision, NodeMap, RolloutPoint};
+use mini_kcm_runtime::decisions::{Decision, NodeMap, RolloutPoint, RoutineRetry};
 use mini_kcm_runtime::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
 use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
@@ -135,6 +135,9 @@ pub enum KeyQueueState {
     Waiting {
         retries: usize,
         next_attempt_in_ms: u64,
+        /// The last of those failures was a routine retry, and why (`None`: a real failure).
+        #[serde(default)]
+        routine: Option<RoutineRetry>,
     },
     /// The queue holds more keys than a view lists, and this one is not among those listed.
     Unknown,
@@ -151,6 +154,7 @@ impl KeyQueueState {
             return KeyQueueState::Waiting {
                 retries: w.retries,
                 next_attempt_in_ms: w.next_attempt_in_ms,
+                routine: w.routine,
             };
         }
         if let Some(q) = queue.queued.iter().find(|q| q.key == key) {
@@ -185,10 +189,22 @@ impl KeyQueueState {
             KeyQueueState::Waiting {
                 retries: 0,
                 next_attempt_in_ms,
+                ..
             } => format!("waiting: recheck in {}", seconds(*next_attempt_in_ms)),
             KeyQueueState::Waiting {
                 retries,
                 next_attempt_in_ms,
+                routine: Some(reason),
+            } => format!(
+                "routine retry ({}, not a failure) after {retries} unfinished sync{}: next attempt in {}",
+                reason.label(),
+                if *retries == 1 { "" } else { "s" },
+                seconds(*next_attempt_in_ms)
+            ),
+            KeyQueueState::Waiting {
+                retries,
+                next_attempt_in_ms,
+                routine: None,
             } => format!(
                 "in backoff after {retries} failed sync{}: next attempt in {}",
                 if *retries == 1 { "" } else { "s" },
@@ -496,6 +512,8 @@ mod tests {
             syncs: SyncView {
                 total: 0,
                 failed: 0,
+                routine_retries: 0,
+                routine: Vec::new(),
                 last_minute: 0,
             },
             expectations: Vec::new(),
@@ -515,12 +533,21 @@ mod tests {
             queued_count: 1,
             in_flight: vec!["ns/b".into()],
             in_flight_count: 1,
-            waiting: vec![WaitingView {
-                key: "ns/c".into(),
-                retries: 3,
-                next_attempt_in_ms: 1500,
-            }],
-            waiting_count: 1,
+            waiting: vec![
+                WaitingView {
+                    key: "ns/c".into(),
+                    retries: 3,
+                    next_attempt_in_ms: 1500,
+                    routine: None,
+                },
+                WaitingView {
+                    key: "ns/d".into(),
+                    retries: 1,
+                    next_attempt_in_ms: 5,
+                    routine: Some(RoutineRetry::Conflict),
+                },
+            ],
+            waiting_count: 2,
         };
         let view = controller_with(queue.clone());
         assert_eq!(
@@ -532,6 +559,11 @@ mod tests {
         assert_eq!(
             waiting.describe(),
             "in backoff after 3 failed syncs: next attempt in 1.5s"
+        );
+        // A routine retry is not called a failure.
+        assert_eq!(
+            KeyQueueState::find(&view, "ns/d").describe(),
+            "routine retry (write conflict, not a failure) after 1 unfinished sync: next attempt in 0.0s"
         );
         assert_eq!(KeyQueueState::find(&view, "ns/z"), KeyQueueState::Idle);
         let longer = controller_with(QueueView {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use mini_kcm_runtime::features::FeatureGates;
 use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::safeties::Safeties;
 use mini_kcm_workqueue::Priorities;
 
 use crate::client_cert::RequestHeaderAuth;
@@ -97,6 +98,12 @@ pub struct ManagerOptions {
     pub max_low_priority_wait: Duration,
     /// `--feature-gates`: the gates the controllers, informers and endpoints consult.
     pub feature_gates: FeatureGates,
+    /// Safety mechanisms switched off, for learning (`mini-kcm up --without`). Not a flag of `mini-kcm
+    /// run`, which leaves every mechanism on.
+    pub safeties: Safeties,
+    /// How late every watch event reaches the caches (`mini-kcm up --watch-delay`): caches that lag on
+    /// purpose, so a learner sees what the safety mechanisms prevent. Not a flag of `mini-kcm run`.
+    pub watch_delay: Duration,
     /// The command line's effective flags (name without dashes → value, defaults included), for
     /// `/flagz`; empty when the manager is not run from `mini-kcm run`.
     pub flags: BTreeMap<String, String>,
@@ -139,6 +146,8 @@ impl Default for ManagerOptions {
             work_queue_priorities: true,
             max_low_priority_wait: Priorities::DEFAULT_MAX_LOW_WAIT,
             feature_gates: FeatureGates::default(),
+            safeties: Safeties::all_on(),
+            watch_delay: Duration::ZERO,
             flags: BTreeMap::new(),
         }
     }

@@ -414,6 +414,10 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
     let outcome = match &d.outcome {
         Outcome::Done => "done".to_string(),
         Outcome::Failed { error } => format!("FAILED: {error}"),
+        // Not an error: the sync is retried (the reason's explanation follows below).
+        Outcome::Retried { reason, error } => {
+            format!("retried, routine ({}): {error}", reason.label())
+        }
     };
     let repeats = if d.repeats > 0 {
         format!(
@@ -432,6 +436,9 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
         d.family,
         d.duration_ms
     );
+    if let Outcome::Retried { reason, .. } = &d.outcome {
+        let _ = writeln!(o, "{indent}    routine: {}", reason.why());
+    }
     if !d.woken_by.is_empty() {
         let more = if d.woken_more > 0 {
             format!(" (+{} more)", d.woken_more)
@@ -463,9 +470,10 @@ fn decision_lines(o: &mut String, indent: &str, d: &Decision) {
         }
     }
     for w in &d.writes {
-        let result = match &w.error {
-            None => "ok".to_string(),
-            Some(e) => format!("failed: {e}"),
+        let result = match (&w.error, w.routine) {
+            (None, _) => "ok".to_string(),
+            (Some(e), Some(reason)) => format!("{} (routine, retried): {e}", reason.label()),
+            (Some(e), None) => format!("failed: {e}"),
         };
         let _ = writeln!(o, "{indent}    wrote:   {} {}: {result}", w.verb, w.object);
     }
@@ -483,7 +491,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use mini_kcm_manager::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
-    use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, Write};
+    use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, RoutineRetry, Write};
 
     #[test]
     fn the_plane_kubeconfig_names_wins_over_the_first_running_one() {
@@ -534,6 +542,7 @@ mod tests {
                 verb: "create".into(),
                 object: "pod web-abc-x".into(),
                 error: Some("quota exceeded".into()),
+                routine: None,
             }],
             omitted: 0,
             outcome: Outcome::Failed {
@@ -565,6 +574,7 @@ mod tests {
             queue: KeyQueueState::Waiting {
                 retries: 2,
                 next_attempt_in_ms: 400,
+                routine: None,
             },
             expectations: None,
             replica_sets: Vec::new(),
@@ -650,6 +660,39 @@ mod tests {
         assert!(text.contains("Decisions of ReplicaSet web-abc"), "{text}");
         assert!(
             text.contains("(same decision 3×, time of the last)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_routine_retry_is_not_shown_as_a_failure() {
+        let mut v = view("ReplicaSet");
+        v.queue = KeyQueueState::Waiting {
+            retries: 1,
+            next_attempt_in_ms: 5,
+            routine: Some(RoutineRetry::Conflict),
+        };
+        let mut retried = decision();
+        retried.outcome = Outcome::Retried {
+            reason: RoutineRetry::Conflict,
+            error: "updating the status: Operation cannot be fulfilled".into(),
+        };
+        v.decisions = vec![retried];
+        let text = render(&v, &[]);
+        assert!(
+            !text.contains("FAILED") && !text.contains("failed sync"),
+            "{text}"
+        );
+        assert!(
+            text.contains("queue:        routine retry (write conflict, not a failure) after 1 unfinished sync"),
+            "{text}"
+        );
+        assert!(
+            text.contains("retried, routine (write conflict): updating the status"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("    routine: {}", RoutineRetry::Conflict.why())),
             "{text}"
         );
     }

@@ -10,6 +10,7 @@ use mini_kcm_local_plane::{
     UpstreamWorkloadControllers, VersionSet, config_from_kubeconfig,
 };
 use mini_kcm_manager::{FeatureGates, Kinds, ManagerOptions};
+use mini_kcm_runtime::safeties::{Safeties, Safety};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which Deployment/ReplicaSet/DaemonSet controllers run against the plane.
@@ -53,6 +54,32 @@ pub struct UpArgs {
     /// Feature gates of mini-kcm's controllers (as `mini-kcm run --feature-gates`).
     #[arg(long, default_value = "", value_parser = crate::run::parse_feature_gates)]
     feature_gates: FeatureGates,
+    /// For learning only: switch one safety mechanism of the controllers off, to watch the failure it
+    /// prevents (docs/tour-breaking.md): expectations, slow-start, adoption-recheck,
+    /// read-your-own-writes. Repeatable or comma-separated. Not a flag of `mini-kcm run`.
+    #[arg(long = "without", value_name = "MECHANISM", value_delimiter = ',')]
+    without: Vec<Safety>,
+    /// For learning only: every watch event reaches the controllers' caches this late (e.g. 2s), so the
+    /// windows the safety mechanisms guard are wide enough to see. Not a flag of `mini-kcm run`.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::duration::parse_go_duration)]
+    watch_delay: Duration,
+}
+
+impl UpArgs {
+    /// What a learner asked to break (`--without`, `--watch-delay`), for the in-process manager.
+    fn breaking(&self) -> Breaking {
+        Breaking {
+            safeties: Safeties::without(self.without.iter().copied()),
+            watch_delay: self.watch_delay,
+        }
+    }
+}
+
+/// The manager's options that only `up` sets: a local plane is the one place to break things.
+#[derive(Debug, Clone, Default)]
+struct Breaking {
+    safeties: Safeties,
+    watch_delay: Duration,
 }
 
 /// The archive deploy/image/build.sh writes, relative to the repository root.
@@ -104,7 +131,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     };
     let mut manager = match args.workload_controllers {
         WorkloadControllers::Mini => {
-            match start_manager(&plane, args.feature_gates.clone()).await {
+            match start_manager(&plane, args.feature_gates.clone(), args.breaking()).await {
                 Ok(manager) => Some(manager),
                 Err(e) => {
                     plane.stop().await;
@@ -172,6 +199,7 @@ struct InProcessManager {
 async fn start_manager(
     plane: &LocalPlane,
     feature_gates: FeatureGates,
+    breaking: Breaking,
 ) -> anyhow::Result<InProcessManager> {
     let client = plane.client().await?;
     mini_kcm_crds::install(&client)
@@ -185,6 +213,8 @@ async fn start_manager(
         kinds: Kinds::Both,
         metrics_addr: Some(metrics_addr),
         feature_gates,
+        safeties: breaking.safeties,
+        watch_delay: breaking.watch_delay,
         ..Default::default()
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -227,6 +257,18 @@ fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessMa
     println!("  binaries:             {}", info.bin_dir.display());
     println!("  state:                {}", info.state_dir.display());
     println!("  workload controllers: {controllers}");
+    if args.workload_controllers == WorkloadControllers::Mini {
+        let breaking = args.breaking();
+        for safety in breaking.safeties.switched_off() {
+            println!("  SWITCHED OFF:         {safety} ({})", safety.risk());
+        }
+        if !breaking.watch_delay.is_zero() {
+            println!(
+                "  WATCH DELAY:          {:?} (every watch event reaches the caches this late)",
+                breaking.watch_delay
+            );
+        }
+    }
     if let Some(node) = &info.real_node {
         let imports = node
             .imports
@@ -251,4 +293,69 @@ fn print_summary(plane: &LocalPlane, args: &UpArgs, manager: Option<&InProcessMa
         kubeconfig.display()
     );
     println!("mini-kcm: running; press Ctrl-C to stop");
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command};
+
+    #[test]
+    fn up_switches_safeties_off_and_delays_the_watch() {
+        let cli = Cli::try_parse_from([
+            "mini-kcm",
+            "up",
+            "--without",
+            "expectations,read-your-own-writes",
+            "--without=slow-start",
+            "--watch-delay",
+            "2s",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Command::Up(up) = cli.command else {
+            panic!("not up")
+        };
+        let breaking = up.breaking();
+        let off: Vec<Safety> = breaking.safeties.switched_off().collect();
+        assert_eq!(
+            off,
+            [
+                Safety::Expectations,
+                Safety::SlowStart,
+                Safety::ReadYourOwnWrites
+            ]
+        );
+        assert_eq!(breaking.watch_delay, Duration::from_secs(2));
+
+        let plain = Cli::try_parse_from(["mini-kcm", "up"]).unwrap_or_else(|e| panic!("{e}"));
+        let Command::Up(plain) = plain.command else {
+            panic!("not up")
+        };
+        assert_eq!(plain.breaking().safeties, Safeties::all_on());
+        assert!(plain.breaking().watch_delay.is_zero());
+
+        let unknown = Cli::try_parse_from(["mini-kcm", "up", "--without", "everything"]);
+        let error = unknown.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("unknown safety mechanism"), "{error}");
+    }
+
+    /// Against a real cluster nothing may be switched off: `run` has neither option.
+    #[test]
+    fn run_refuses_to_switch_safeties_off() {
+        for args in [
+            ["mini-kcm", "run", "--without", "expectations"],
+            ["mini-kcm", "run", "--watch-delay", "2s"],
+        ] {
+            let error = Cli::try_parse_from(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} was accepted"));
+            assert_eq!(
+                error.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{error}"
+            );
+        }
+    }
 }

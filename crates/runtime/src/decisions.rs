@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use mini_kcm_workqueue::Woken;
 use serde::{Deserialize, Serialize};
 
+use crate::api_errors::is_conflict;
 use crate::controller::key::ObjectKey;
 
 /// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
@@ -174,6 +175,9 @@ pub struct Write {
     pub object: String,
     /// The API error, if it failed.
     pub error: Option<String>,
+    /// The failure is routine (a conflict: the sync is retried on fresher objects), and why.
+    #[serde(default)]
+    pub routine: Option<RoutineRetry>,
 }
 
 /// How the sync ended.
@@ -186,6 +190,70 @@ pub enum Outcome {
     Failed {
         error: String,
     },
+    /// It stopped for a routine reason and the key is retried: nothing is wrong (see [`RoutineRetry`]).
+    /// Filed only when the sync decided something before it stopped (e.g. wrote, then hit a conflict).
+    Retried {
+        reason: RoutineRetry,
+        error: String,
+    },
+}
+
+/// Why a sync that did not finish is a routine retry rather than a failure. Which failures are routine
+/// is decided by `crate::worker::SyncFailure::routine`; this names the reason and explains it to a
+/// reader (the live view's tooltips, `mini-kcm explain`).
+///
+/// A sync that waits for its expectations is not one of these: it finishes normally and its decision
+/// says `skipped` (see `crate::expectations`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutineRetry {
+    /// 409 Conflict: a write carried a resourceVersion older than the object's.
+    Conflict,
+    /// The caches have not yet observed this controller's own writes (read-your-own-writes).
+    StaleCache,
+}
+
+impl RoutineRetry {
+    pub const ALL: [RoutineRetry; 2] = [RoutineRetry::Conflict, RoutineRetry::StaleCache];
+
+    /// The rule for an API server's answer, for a failed sync (`crate::worker::SyncFailure::routine`)
+    /// and a failed write alike: a 409 Conflict is routine (a name clash, `AlreadyExists`, is not).
+    pub fn of_api_error(error: &kube::Error) -> Option<RoutineRetry> {
+        is_conflict(error).then_some(RoutineRetry::Conflict)
+    }
+
+    /// A few words: `write conflict`, `stale cache`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RoutineRetry::Conflict => "write conflict",
+            RoutineRetry::StaleCache => "stale cache",
+        }
+    }
+
+    /// What the retry's sync shows as having woken it (`woken_by`).
+    pub fn wake_reason(self) -> &'static str {
+        match self {
+            RoutineRetry::Conflict => "routine retry after a write conflict",
+            RoutineRetry::StaleCache => {
+                "routine retry: waiting for the cache to show our own write"
+            }
+        }
+    }
+
+    /// Why it is routine, for a learner.
+    pub fn why(self) -> &'static str {
+        match self {
+            RoutineRetry::Conflict => {
+                "409 Conflict: someone else (another controller, a kubelet, kubectl) changed the object \
+                 after the controller read it from its cache, so the API server refused the write; the \
+                 retry reads the newer copy and decides again"
+            }
+            RoutineRetry::StaleCache => {
+                "the cache has not yet seen the controller's own last write come back through its watch \
+                 (read-your-own-writes); the sync stops and is retried rather than decide on stale data"
+            }
+        }
+    }
 }
 
 /// A DaemonSet's node → pod map as its last sync computed it.
@@ -415,7 +483,9 @@ impl DecisionLog {
 
     /// Files a finished draft, if it decided anything or failed; a node map or rollout point is kept
     /// either way.
-    pub(crate) fn file(&self, draft: Draft, failure: Option<String>) {
+    /// Files `draft` with how its sync ended. A sync that decided nothing is filed only if it failed
+    /// (a routine retry that decided nothing is only counted, in `crate::inspect`).
+    pub(crate) fn file(&self, draft: Draft, outcome: Outcome) {
         let Some(inner) = &self.inner else {
             return;
         };
@@ -425,8 +495,9 @@ impl DecisionLog {
         let mut log = lock(inner);
         let limits = log.limits;
         let id = (draft.by, draft.key.clone());
+        let failed = matches!(outcome, Outcome::Failed { .. });
         if !log.objects.contains_key(&id)
-            && (nodes.is_some() || point.is_some() || state.decided_anything() || failure.is_some())
+            && (nodes.is_some() || point.is_some() || state.decided_anything() || failed)
             && log.objects.len() >= limits.objects
         {
             forget_least_recent(&mut log.objects);
@@ -434,7 +505,7 @@ impl DecisionLog {
         if let Some(nodes) = nodes {
             log.objects.entry(id.clone()).or_default().nodes = Some(nodes);
         }
-        if !state.decided_anything() && failure.is_none() {
+        if !state.decided_anything() && !failed {
             if let Some(point) = point {
                 log.objects.entry(id).or_default().add_point(point, false);
             }
@@ -457,9 +528,13 @@ impl DecisionLog {
             skipped: at_length(state.skipped),
             writes: at_length(state.writes),
             omitted: state.omitted,
-            outcome: match failure {
-                None => Outcome::Done,
-                Some(error) => Outcome::Failed {
+            outcome: match outcome {
+                Outcome::Done => Outcome::Done,
+                Outcome::Failed { error } => Outcome::Failed {
+                    error: bounded(&error),
+                },
+                Outcome::Retried { reason, error } => Outcome::Retried {
+                    reason,
                     error: bounded(&error),
                 },
             },
@@ -692,6 +767,22 @@ pub fn skip(text: impl Display) {
 
 /// Notes an API write and its result.
 pub fn wrote(verb: &'static str, object: impl Display, error: Option<&dyn Display>) {
+    push_write(verb, object, error, None);
+}
+
+/// Notes an API write and the API server's answer (a conflict is noted as routine, see
+/// [`RoutineRetry::of_api_error`]).
+pub fn wrote_api(verb: &'static str, object: impl Display, error: Option<&kube::Error>) {
+    let routine = error.and_then(RoutineRetry::of_api_error);
+    push_write(verb, object, error.map(|e| e as &dyn Display), routine);
+}
+
+fn push_write(
+    verb: &'static str,
+    object: impl Display,
+    error: Option<&dyn Display>,
+    routine: Option<RoutineRetry>,
+) {
     with_draft(|d| {
         if d.writes.len() >= MAX_WRITES {
             d.omitted += 1;
@@ -701,6 +792,7 @@ pub fn wrote(verb: &'static str, object: impl Display, error: Option<&dyn Displa
             verb: verb.into(),
             object: bounded(&object.to_string()),
             error: error.map(|e| bounded(&e.to_string())),
+            routine,
         });
     });
 }
@@ -766,7 +858,82 @@ mod tests {
         };
         let draft = log.start(RS, &key(name), woken).expect("enabled");
         draft.scope(async { body() }).await;
-        log.file(draft, failure.map(String::from));
+        let outcome = failure.map_or(Outcome::Done, |error| Outcome::Failed {
+            error: error.into(),
+        });
+        log.file(draft, outcome);
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_write_is_noted_as_routine_other_refusals_are_not() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let api_error = |code: u16, reason: &str| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("refused", reason).with_code(code),
+            ))
+        };
+        sync(
+            &log,
+            "web",
+            || {
+                plan("write everything");
+                wrote_api("update", "ReplicaSet web", None);
+                wrote_api(
+                    "update status of",
+                    "ReplicaSet web",
+                    Some(&api_error(409, "Conflict")),
+                );
+                wrote_api(
+                    "create",
+                    "pod web-a",
+                    Some(&api_error(409, "AlreadyExists")),
+                );
+                wrote_api("create", "pod web-b", Some(&api_error(403, "Forbidden")));
+            },
+            None,
+        )
+        .await;
+        let found = log.recent(&DecisionFilter::default());
+        let routine: Vec<Option<RoutineRetry>> =
+            found[0].writes.iter().map(|w| w.routine).collect();
+        assert_eq!(routine, [None, Some(RoutineRetry::Conflict), None, None]);
+        assert!(found[0].writes[1].error.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_routine_retry_is_filed_only_when_it_decided_something() {
+        let log = DecisionLog::new(DecisionLimits::default());
+        let retried = || Outcome::Retried {
+            reason: RoutineRetry::StaleCache,
+            error: "the caches have not yet observed this ReplicaSet controller's own writes"
+                .into(),
+        };
+        let woken = || Woken {
+            reasons: Vec::new(),
+            more: 0,
+            priority: mini_kcm_workqueue::Priority::Fresh,
+            waited: std::time::Duration::ZERO,
+        };
+        // Held back before deciding anything: not filed.
+        let draft = log.start(RS, &key("quiet"), woken()).expect("enabled");
+        log.file(draft, retried());
+        assert!(log.recent(&DecisionFilter::default()).is_empty());
+        // Decided, then retried: filed as retried, not failed.
+        let draft = log.start(RS, &key("busy"), woken()).expect("enabled");
+        draft.scope(async { plan("scale to 3") }).await;
+        log.file(draft, retried());
+        let found = log.recent(&DecisionFilter::default());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].outcome, retried());
+        // A real failure is filed even when it decided nothing.
+        let draft = log.start(RS, &key("broken"), woken()).expect("enabled");
+        log.file(
+            draft,
+            Outcome::Failed {
+                error: "forbidden".into(),
+            },
+        );
+        assert_eq!(log.recent(&DecisionFilter::default()).len(), 2);
     }
 
     #[tokio::test]

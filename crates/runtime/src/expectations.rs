@@ -7,6 +7,10 @@
 //! the record is older than [`EXPECTATIONS_TIMEOUT`] — the safety net for lost watch events.
 //!
 //! Timestamps use `tokio::time::Instant` so tests on a paused tokio clock can jump past the timeout.
+//!
+//! A learner may switch them off (`mini-kcm up --without expectations`, `crate::safeties`): the counters
+//! are still kept (the live view shows them), but [`ControllerExpectations::satisfied_expectations`]
+//! always answers yes, so a sync acts on a cache that does not show its own creations yet.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -15,6 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::controller::key::ObjectKey;
+use crate::safeties::{Safeties, Safety};
 
 /// After this long unmet expectations are ignored and the owner syncs anyway (upstream `ExpectationsTimeout`).
 pub(crate) const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -29,9 +34,7 @@ pub struct ExpectedCounts {
 /// Why a sync waiting on `pending` (the owner's counts, if any) does nothing: the decision log's skip line.
 pub fn waiting_reason(pending: Option<ExpectedCounts>) -> String {
     let (add, del) = pending.map_or((0, 0), |p| (p.add.max(0), p.del.max(0)));
-    format!(
-        "skipped: expectations not satisfied, {add} creation(s) and {del} deletion(s) not yet observed"
-    )
+    format!("expectations not satisfied, {add} creation(s) and {del} deletion(s) not yet observed")
 }
 
 /// Every owner's outstanding counts and how long ago they were set (see `crate::inspect`).
@@ -60,6 +63,8 @@ impl Record {
 #[derive(Debug, Clone, Default)]
 pub struct ControllerExpectations {
     records: Arc<Mutex<HashMap<ObjectKey, Record>>>,
+    /// Switched off by a learner: kept, but never waited for.
+    ignored: bool,
 }
 
 /// Counts arrive as `usize` from the callers' collections; saturate rather than wrap if one is ever absurd.
@@ -77,13 +82,25 @@ impl ControllerExpectations {
         Self::default()
     }
 
+    /// Expectations as `safeties` say: waited for, unless switched off.
+    pub fn honouring(safeties: &Safeties) -> Self {
+        ControllerExpectations {
+            ignored: !safeties.is_on(Safety::Expectations),
+            ..Self::default()
+        }
+    }
+
     /// The outstanding counts for `key`, if a record exists (expired records are still returned).
     pub fn get(&self, key: &ObjectKey) -> Option<ExpectedCounts> {
         lock(&self.records).get(key).map(|r| r.counts)
     }
 
     /// Whether the owner may sync: no record, both counters ≤ 0, or the record has expired.
+    /// Always true when switched off (module header).
     pub fn satisfied_expectations(&self, key: &ObjectKey) -> bool {
+        if self.ignored {
+            return true;
+        }
         let records = lock(&self.records);
         let Some(record) = records.get(key) else {
             tracing::trace!(
@@ -210,6 +227,14 @@ pub struct UidTrackingExpectations {
 impl UidTrackingExpectations {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// See [`ControllerExpectations::honouring`].
+    pub fn honouring(safeties: &Safeties) -> Self {
+        UidTrackingExpectations {
+            counts: ControllerExpectations::honouring(safeties),
+            ..Self::default()
+        }
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<ExpectedCounts> {

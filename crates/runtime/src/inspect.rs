@@ -6,6 +6,7 @@
 //! controller with 10 000 queued keys costs the same as looking at an idle one.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -15,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::controller::key::ObjectKey;
-use crate::decisions::DecidedBy;
+use crate::decisions::{DecidedBy, RoutineRetry};
 use crate::expectations::{EXPECTATIONS_TIMEOUT, ExpectationsSnapshot};
+use crate::safeties::SwitchedOff;
 
 /// Most entries of any list in a view.
 pub const LIST_LIMIT: usize = 200;
@@ -28,6 +30,12 @@ pub struct ManagerView {
     pub informers: Vec<InformerView>,
     /// Whether syncs file decisions (`--decision-log`).
     pub decision_log: bool,
+    /// The safety mechanisms a learner switched off (`mini-kcm up --without`): the page's red banner.
+    #[serde(default)]
+    pub switched_off: Vec<SwitchedOff>,
+    /// How late watch events reach the caches (`mini-kcm up --watch-delay`), in milliseconds; 0 normally.
+    #[serde(default)]
+    pub watch_delay_ms: u64,
 }
 
 /// One controller instance.
@@ -60,7 +68,7 @@ impl ControllerView {
             family: by.family.into(),
             kind: by.kind.into(),
             workers,
-            queue: QueueView::of(queue),
+            queue: QueueView::of(queue, syncs),
             syncs: syncs.view(),
             expectations: expectations.map(ExpectationView::list).unwrap_or_default(),
         }
@@ -100,10 +108,15 @@ pub struct WaitingView {
     pub key: String,
     pub retries: usize,
     pub next_attempt_in_ms: u64,
+    /// In backoff (`retries` > 0) after a routine retry: why it is routine. `None` after a real
+    /// failure (or for a recheck).
+    #[serde(default)]
+    pub routine: Option<RoutineRetry>,
 }
 
 impl QueueView {
-    pub(crate) fn of(queue: &WorkQueue<ObjectKey>) -> Self {
+    /// The queue at this moment; `syncs` says which keys in backoff last failed for a routine reason.
+    pub(crate) fn of(queue: &WorkQueue<ObjectKey>, syncs: &SyncStats) -> Self {
         let snap = queue.snapshot(LIST_LIMIT);
         let keys = |keys: Vec<ObjectKey>| keys.iter().map(ToString::to_string).collect();
         QueueView {
@@ -125,6 +138,11 @@ impl QueueView {
                 .waiting
                 .into_iter()
                 .map(|w| WaitingView {
+                    routine: if w.retries > 0 {
+                        syncs.last_routine(&w.key)
+                    } else {
+                        None
+                    },
                     key: w.key.to_string(),
                     retries: w.retries,
                     next_attempt_in_ms: millis(w.ready_in),
@@ -173,9 +191,28 @@ impl ExpectationView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncView {
     pub total: u64,
+    /// Syncs that failed for a reason that is not routine (an error worth reading).
     pub failed: u64,
+    /// Syncs that stopped for a routine reason and were retried (a write conflict, a stale cache):
+    /// nothing is wrong. Not included in `failed`.
+    #[serde(default)]
+    pub routine_retries: u64,
+    /// `routine_retries` by reason, every reason listed (with its count, possibly 0, and why it is
+    /// routine).
+    #[serde(default)]
+    pub routine: Vec<RoutineCount>,
     /// Syncs that ended in the last 60 seconds (recent throughput).
     pub last_minute: u64,
+}
+
+/// Routine retries of one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineCount {
+    pub reason: RoutineRetry,
+    pub count: u64,
+    /// A few words (`write conflict`), then why it is routine, for a reader.
+    pub label: String,
+    pub why: String,
 }
 
 /// An informer's cache.
@@ -204,10 +241,25 @@ pub struct SyncStats {
     inner: Arc<StatsInner>,
 }
 
+/// How one sync ended, as the sync counts tell it (decided by `crate::worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncEnd {
+    Done,
+    /// A routine retry: counted apart from failures.
+    Routine(RoutineRetry),
+    Failed,
+}
+
 #[derive(Debug, Default)]
 struct StatsInner {
     total: AtomicU64,
     failed: AtomicU64,
+    /// Routine retries, per reason (in the order of [`RoutineRetry::ALL`]).
+    routine: [AtomicU64; RoutineRetry::ALL.len()],
+    /// Per key that failed its last sync: whether that was a routine retry. Cleared by a sync that
+    /// succeeds, so it holds at most the keys failing now (or dropped by `max_retries` until their next
+    /// sync).
+    last_failure: Mutex<HashMap<ObjectKey, Option<RoutineRetry>>>,
     /// Syncs per second over the last minute: (second since `origin`, count), newest last.
     recent: Mutex<RecentSyncs>,
 }
@@ -221,11 +273,31 @@ struct RecentSyncs {
 const WINDOW_SECONDS: u64 = 60;
 
 impl SyncStats {
-    /// Counts one finished sync.
-    pub(crate) fn record(&self, failed: bool) {
+    /// Counts one finished sync of `key`.
+    pub(crate) fn record(&self, key: &ObjectKey, end: SyncEnd) {
         self.inner.total.fetch_add(1, Ordering::Relaxed);
-        if failed {
-            self.inner.failed.fetch_add(1, Ordering::Relaxed);
+        let routine = match end {
+            SyncEnd::Done => None,
+            SyncEnd::Routine(reason) => Some(reason),
+            SyncEnd::Failed => {
+                self.inner.failed.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        };
+        if let Some(reason) = routine {
+            self.inner.routine[reason as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        {
+            let mut last = self
+                .inner
+                .last_failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if end == SyncEnd::Done {
+                last.remove(key);
+            } else {
+                last.insert(key.clone(), routine);
+            }
         }
         let now = Instant::now();
         let mut recent = self
@@ -250,11 +322,33 @@ impl SyncStats {
             .unwrap_or_else(PoisonError::into_inner);
         let second = recent.second(now);
         recent.trim(second);
+        let routine: Vec<RoutineCount> = RoutineRetry::ALL
+            .iter()
+            .map(|&reason| RoutineCount {
+                reason,
+                count: self.inner.routine[reason as usize].load(Ordering::Relaxed),
+                label: reason.label().into(),
+                why: reason.why().into(),
+            })
+            .collect();
         SyncView {
             total: self.inner.total.load(Ordering::Relaxed),
             failed: self.inner.failed.load(Ordering::Relaxed),
+            routine_retries: routine.iter().map(|r| r.count).sum(),
+            routine,
             last_minute: recent.seconds.iter().map(|(_, c)| c).sum(),
         }
+    }
+
+    /// Whether `key`'s last sync was a routine retry, and why (`None` if it succeeded or really failed).
+    pub(crate) fn last_routine(&self, key: &ObjectKey) -> Option<RoutineRetry> {
+        self.inner
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+            .flatten()
     }
 }
 
@@ -284,25 +378,94 @@ fn millis(d: Duration) -> u64 {
 mod tests {
     use super::*;
 
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey::new("ns", name)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn recent_throughput_counts_the_last_minute_only() {
         let stats = SyncStats::default();
-        stats.record(false);
-        stats.record(true);
+        stats.record(&key("a"), SyncEnd::Done);
+        stats.record(&key("a"), SyncEnd::Failed);
         tokio::time::advance(Duration::from_secs(30)).await;
-        stats.record(false);
+        stats.record(&key("a"), SyncEnd::Done);
+        let view = stats.view();
         assert_eq!(
-            stats.view(),
-            SyncView {
-                total: 3,
-                failed: 1,
-                last_minute: 3
-            }
+            (
+                view.total,
+                view.failed,
+                view.routine_retries,
+                view.last_minute
+            ),
+            (3, 1, 0, 3)
         );
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(stats.view().last_minute, 1);
         tokio::time::advance(Duration::from_secs(60)).await;
         assert_eq!(stats.view().last_minute, 0);
         assert_eq!(stats.view().total, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn routine_retries_are_counted_apart_from_failures_by_reason() {
+        let stats = SyncStats::default();
+        stats.record(&key("a"), SyncEnd::Routine(RoutineRetry::Conflict));
+        stats.record(&key("a"), SyncEnd::Routine(RoutineRetry::Conflict));
+        stats.record(&key("b"), SyncEnd::Routine(RoutineRetry::StaleCache));
+        stats.record(&key("c"), SyncEnd::Failed);
+        stats.record(&key("d"), SyncEnd::Done);
+        let view = stats.view();
+        assert_eq!((view.total, view.failed, view.routine_retries), (5, 1, 3));
+        let counts: Vec<(RoutineRetry, u64)> =
+            view.routine.iter().map(|r| (r.reason, r.count)).collect();
+        assert_eq!(
+            counts,
+            [(RoutineRetry::Conflict, 2), (RoutineRetry::StaleCache, 1)]
+        );
+        assert!(view.routine.iter().all(|r| !r.why.is_empty()));
+        // The last failure of each key: routine for a and b, a real one for c, none for d.
+        assert_eq!(stats.last_routine(&key("a")), Some(RoutineRetry::Conflict));
+        assert_eq!(
+            stats.last_routine(&key("b")),
+            Some(RoutineRetry::StaleCache)
+        );
+        assert_eq!(stats.last_routine(&key("c")), None);
+        assert_eq!(stats.last_routine(&key("d")), None);
+        // A routine retry then a real failure: the key's backoff is a failure's now.
+        stats.record(&key("a"), SyncEnd::Failed);
+        assert_eq!(stats.last_routine(&key("a")), None);
+        // A success forgets the key.
+        stats.record(&key("b"), SyncEnd::Done);
+        assert_eq!(stats.last_routine(&key("b")), None);
+        assert_eq!(stats.inner.last_failure.lock().unwrap().len(), 2, "a and c");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_in_backoff_after_a_routine_retry_says_so() {
+        let queue: WorkQueue<ObjectKey> = WorkQueue::new(
+            "inspect",
+            mini_kcm_workqueue::default_controller_rate_limiter(),
+            None,
+        );
+        let stats = SyncStats::default();
+        for (name, end) in [
+            ("conflicted", SyncEnd::Routine(RoutineRetry::Conflict)),
+            ("broken", SyncEnd::Failed),
+        ] {
+            queue.add(key(name));
+            let k = queue.get().await.unwrap();
+            stats.record(&k, end);
+            queue.add_rate_limited(k.clone());
+            queue.done(&k);
+        }
+        let view = QueueView::of(&queue, &stats);
+        let routine = |name: &str| {
+            let w = view.waiting.iter().find(|w| w.key == format!("ns/{name}"));
+            let w = w.unwrap_or_else(|| panic!("{name} waits: {view:?}"));
+            assert_eq!(w.retries, 1, "{w:?}");
+            w.routine
+        };
+        assert_eq!(routine("conflicted"), Some(RoutineRetry::Conflict));
+        assert_eq!(routine("broken"), None);
     }
 }

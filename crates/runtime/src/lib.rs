@@ -9,7 +9,7 @@
 //! and [`ownership`] (claiming children). The rest are the parts a sync calls: [`pods`] (ranking, creation
 //! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),
 //! [`tracked_api`] (the one way a controller writes, each write recorded for [`consistency`]) and
-//! [`status_writes`]; [`features`] holds `--feature-gates`; [`kinds`] names the two API families and the
+//! [`status_writes`]; [`features`] holds `--feature-gates`, [`safeties`] the mechanisms a learner may switch off; [`kinds`] names the two API families and the
 //! shared indexes. For unit tests, [`recorded_api`] is an API server in the test's process, and
 //! `controller::offline` builds a controller on it.
 //! docs/architecture.md maps each to its upstream name.
@@ -41,6 +41,7 @@ pub mod object;
 pub mod ownership;
 pub mod pods;
 pub mod recorded_api;
+pub mod safeties;
 pub mod selector;
 pub mod slow_start;
 pub mod status_writes;

@@ -8,8 +8,21 @@ use std::future::Future;
 
 use futures::future::join_all;
 
+use crate::safeties::{Safeties, Safety};
+
 /// Size of the first batch; each further batch is twice the previous one (upstream `SlowStartInitialBatchSize`).
 pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+
+/// The first batch a controller uses: [`SLOW_START_INITIAL_BATCH_SIZE`], or, with slow start switched off
+/// by a learner (`mini-kcm up --without slow-start`), a batch as large as any count, so every call of a
+/// run goes out at once and a failure stops nothing.
+pub fn initial_batch_size(safeties: &Safeties) -> usize {
+    if safeties.is_on(Safety::SlowStart) {
+        SLOW_START_INITIAL_BATCH_SIZE
+    } else {
+        usize::MAX
+    }
+}
 
 /// Calls `call(i)` for `i` in `0..count`, in batches of `initial_batch_size`, then double, …; the calls of one
 /// batch run concurrently. Stops after the first batch in which any call failed.
@@ -89,6 +102,10 @@ mod tests {
         assert_eq!(batch_sizes(5, 0), Vec::<usize>::new());
         assert_eq!(describe_batches(3, 1), "in slow-start batches 1, 2");
         assert_eq!(describe_batches(1, 1), "in one batch of 1");
+        let off = initial_batch_size(&Safeties::without([Safety::SlowStart]));
+        assert_eq!(batch_sizes(7, off), [7]);
+        assert_eq!(describe_batches(7, off), "in one batch of 7");
+        assert_eq!(initial_batch_size(&Safeties::all_on()), 1);
     }
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -11,7 +11,7 @@
 //! site records anything and none can forget to (`tests/architecture` checks that the controller crates
 //! build no other API).
 
-use std::fmt::{Debug, Display};
+use std::fmt::Debug;
 
 use either::Either;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -160,10 +160,10 @@ where
     /// as it was at its deletion) is recorded: the next sync waits until the caches show the deletion.
     pub async fn delete(&self, name: &str) -> Result<Either<K, Status>, kube::Error> {
         let result = self.api.delete(name, &DeleteParams::default()).await;
-        decisions::wrote(
+        decisions::wrote_api(
             "delete",
             format_args!("{} {name}", self.noun),
-            result.as_ref().err().map(|e| e as &dyn Display),
+            result.as_ref().err(),
         );
         if let Ok(Either::Left(object)) = &result {
             self.consistency.record_write(&self.owner, object);
@@ -178,10 +178,10 @@ where
         name: &str,
         result: Result<K, kube::Error>,
     ) -> Result<K, kube::Error> {
-        decisions::wrote(
+        decisions::wrote_api(
             verb,
             format_args!("{} {name}", self.noun),
-            result.as_ref().err().map(|e| e as &dyn Display),
+            result.as_ref().err(),
         );
         if let Ok(object) = &result {
             self.consistency.record_write(&self.owner, object);

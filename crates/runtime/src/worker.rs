@@ -7,6 +7,11 @@
 //! - any other failure: requeue it with rate-limited backoff, or drop it after `max_retries` failures
 //!   in a row (a delay the sync asked for before failing is superseded by the retry).
 //!
+//! It also decides, in one place ([`SyncFailure::routine`]), which failures are **routine retries**: a
+//! write conflict, or a cache that has not yet seen the controller's own writes. They are requeued like
+//! any failure, but logged at debug, counted apart from real failures (the live view's *routine* column,
+//! `crate::inspect::SyncView`) and filed in the decision log as `retried`, not `failed`.
+//!
 //! A sync that panics is treated like a failed sync: the panic is caught, logged with the key, its
 //! message, where it happened and a backtrace, counted in `<controller>_sync_panics_total`, and the key
 //! is requeued with backoff. Without that, the worker task would die before `done`, the key would stay
@@ -24,21 +29,22 @@ use futures::FutureExt;
 use mini_kcm_workqueue::{Wake, WorkQueue};
 use tracing::Instrument;
 
-use crate::api_errors::{is_conflict, is_namespace_terminating};
+use crate::api_errors::is_namespace_terminating;
 use crate::controller::Requeue;
 use crate::controller::key::ObjectKey;
 use crate::counter::{Counter, CounterSpec};
-use crate::decisions::{DecidedBy, DecisionLog};
-use crate::inspect::SyncStats;
+use crate::decisions::{DecidedBy, DecisionLog, Outcome as Filed, RoutineRetry};
+use crate::inspect::{SyncEnd, SyncStats};
 
 /// An error a sync returns. The three controllers' errors follow the same rules, decided from the API
 /// server's answer found in the error's chain of sources ([`SyncFailure::api_error`]).
 pub trait SyncFailure: std::error::Error {
-    /// A routine retry (e.g. the cache has not caught up with our own writes yet, or a write conflict:
-    /// the retry reads fresher objects): logged at debug rather than warn, and not a failed decision in
-    /// the log.
-    fn is_routine(&self) -> bool {
-        self.api_error().is_some_and(is_conflict)
+    /// Whether the failure is a routine retry, and why (the one place that decides it; see
+    /// [`RoutineRetry`]): a write conflict here (the retry reads fresher objects), a stale cache in the
+    /// sync's prologue (`crate::controller::core::SyncKeyError`). A routine retry is logged at debug
+    /// rather than warn, counted apart from failures and not filed as a failed decision.
+    fn routine(&self) -> Option<RoutineRetry> {
+        self.api_error().and_then(RoutineRetry::of_api_error)
     }
 
     /// The failure ends the key's retries at once, without a warning (upstream's Deployment controller
@@ -153,11 +159,22 @@ where
                 };
                 let failure = span
                     .in_scope(|| handle_outcome(&w.queue, &key, outcome, w.max_retries, &w.panics));
-                w.stats.record(failure.is_some());
+                w.stats
+                    .record(&key, failure.as_ref().map_or(SyncEnd::Done, Failure::end));
                 if let Some(draft) = draft {
-                    // A routine retry (the cache has not caught up yet) is not a decision gone wrong.
-                    let failure = failure.filter(|f| !f.routine).map(|f| f.message);
-                    w.decisions.file(draft, failure);
+                    // A routine retry is not a decision gone wrong: filed as `retried`, if at all.
+                    let filed = match failure {
+                        None => Filed::Done,
+                        Some(Failure {
+                            message,
+                            routine: Some(reason),
+                        }) => Filed::Retried {
+                            reason,
+                            error: message,
+                        },
+                        Some(Failure { message, .. }) => Filed::Failed { error: message },
+                    };
+                    w.decisions.file(draft, filed);
                 }
                 w.queue.done(&key);
             }
@@ -172,9 +189,17 @@ where
 }
 
 /// What a failed sync reports beyond the queue: its message, and whether it was a routine retry.
+#[derive(Debug)]
 struct Failure {
     message: String,
-    routine: bool,
+    routine: Option<RoutineRetry>,
+}
+
+impl Failure {
+    /// How the sync counts in the live view's sync counts.
+    fn end(&self) -> SyncEnd {
+        self.routine.map_or(SyncEnd::Failed, SyncEnd::Routine)
+    }
 }
 
 /// The one place that decides what becomes of `key` after its sync (the module header): forget it,
@@ -189,7 +214,7 @@ fn handle_outcome<E: SyncFailure>(
     panics: &Counter,
 ) -> Option<Failure> {
     let retries = queue.num_requeues(key);
-    let mut routine = false;
+    let mut routine = None;
     let error = match outcome {
         Outcome::Synced(requeue) => {
             queue.forget(key);
@@ -213,9 +238,9 @@ fn handle_outcome<E: SyncFailure>(
         }
         Outcome::Failed(e) => {
             let error = error_chain(&e);
-            if e.is_routine() {
-                routine = true;
-                tracing::debug!(%error, retries, "sync failed (routine retry)");
+            routine = e.routine();
+            if let Some(reason) = routine {
+                tracing::debug!(%error, retries, reason = reason.label(), "sync failed (routine retry)");
             } else {
                 tracing::warn!(%error, retries, "sync failed");
             }
@@ -240,6 +265,9 @@ fn handle_outcome<E: SyncFailure>(
     if max_retries.is_some_and(|max| retries >= max) {
         tracing::warn!(%error, retries, "sync failed too often; dropping the key until its next change or resync");
         queue.forget(key);
+    } else if let Some(reason) = routine {
+        // Its next sync says it was a routine retry, not a retry after a failure.
+        queue.add_rate_limited_woken(key.clone(), Wake::fresh(reason.wake_reason()));
     } else {
         queue.add_rate_limited(key.clone());
     }
@@ -413,6 +441,132 @@ mod tests {
 
         queue.shut_down();
         workers.await.unwrap();
+    }
+
+    /// A sync's failure whose source is the API server's answer `code` (`reason`).
+    #[derive(Debug)]
+    struct ApiFailure(kube::Error);
+    impl ApiFailure {
+        fn new(code: u16, reason: &str) -> Self {
+            let status = kube::core::Status::failure("the server said no", reason).with_code(code);
+            ApiFailure(kube::Error::Api(Box::new(status)))
+        }
+    }
+    impl Display for ApiFailure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("updating the status")
+        }
+    }
+    impl std::error::Error for ApiFailure {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    impl SyncFailure for ApiFailure {}
+
+    type KeyError = crate::controller::SyncKeyError<ApiFailure>;
+
+    #[test]
+    fn conflicts_and_stale_caches_are_the_routine_retries() {
+        let failed = |code, reason| KeyError::Failed(ApiFailure::new(code, reason));
+        assert_eq!(
+            failed(409, "Conflict").routine(),
+            Some(RoutineRetry::Conflict)
+        );
+        assert_eq!(
+            KeyError::StaleCache { kind: "ReplicaSet" }.routine(),
+            Some(RoutineRetry::StaleCache)
+        );
+        // A name clash is a 409 too, but no retry reads it away: a failure.
+        assert_eq!(failed(409, "AlreadyExists").routine(), None);
+        assert_eq!(failed(503, "ServiceUnavailable").routine(), None);
+        assert_eq!(failed(403, "Forbidden").routine(), None);
+        assert_eq!(Never.routine(), None, "no API answer: not routine");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn routine_retries_are_counted_and_filed_apart_from_failures() {
+        let queue: WorkQueue<ObjectKey> =
+            WorkQueue::new("routine", default_controller_rate_limiter(), None);
+        let log = DecisionLog::new(Default::default());
+        let panics = Counter::unregistered();
+        let w = workers(&queue, &panics, &log);
+        let stats = w.stats.clone();
+        let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let synced: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sync = {
+            let calls = calls.clone();
+            let synced = synced.clone();
+            move |key: ObjectKey| {
+                let calls = calls.clone();
+                let synced = synced.clone();
+                async move {
+                    let key = key.to_string();
+                    let first = {
+                        let mut calls = calls.lock().unwrap();
+                        let n = calls.entry(key.clone()).or_default();
+                        *n += 1;
+                        *n == 1
+                    };
+                    if first {
+                        match key.as_str() {
+                            // Decided, wrote, then met a conflict: filed as a routine retry.
+                            "ns/conflicted" => {
+                                crate::decisions::plan("scale web-1 to 2");
+                                return Err(KeyError::Failed(ApiFailure::new(409, "Conflict")));
+                            }
+                            // Held back before deciding anything: only counted.
+                            "ns/stale" => return Err(KeyError::StaleCache { kind: "ReplicaSet" }),
+                            "ns/broken" => {
+                                return Err(KeyError::Failed(ApiFailure::new(
+                                    503,
+                                    "ServiceUnavailable",
+                                )));
+                            }
+                            _ => {}
+                        }
+                    }
+                    synced.lock().unwrap().push(key);
+                    Ok(Requeue::Never)
+                }
+            }
+        };
+        let running = tokio::spawn(run_workers(w, sync));
+        for name in ["conflicted", "stale", "broken"] {
+            queue.add(key(name));
+            wait_synced(&synced, &format!("ns/{name}")).await;
+        }
+        let view = stats.view();
+        assert_eq!(
+            (view.total, view.failed, view.routine_retries),
+            (6, 1, 2),
+            "{view:?}"
+        );
+        let by_reason: Vec<_> = view.routine.iter().map(|r| (r.reason, r.count)).collect();
+        assert_eq!(
+            by_reason,
+            [(RoutineRetry::Conflict, 1), (RoutineRetry::StaleCache, 1)]
+        );
+        let filed: Vec<(String, crate::decisions::Outcome)> = log
+            .recent(&Default::default())
+            .into_iter()
+            .map(|d| (d.name.clone(), d.outcome.clone()))
+            .collect();
+        assert_eq!(filed.len(), 2, "{filed:?}");
+        assert!(
+            filed.iter().any(|(name, outcome)| name == "conflicted"
+                && matches!(outcome, Filed::Retried { reason: RoutineRetry::Conflict, error }
+                    if error.contains("updating the status"))),
+            "{filed:?}"
+        );
+        assert!(
+            filed
+                .iter()
+                .any(|(name, outcome)| name == "broken" && matches!(outcome, Filed::Failed { .. })),
+            "{filed:?}"
+        );
+        queue.shut_down();
+        running.await.unwrap();
     }
 
     #[derive(Debug)]

@@ -113,13 +113,14 @@ impl Reconcile for DaemonSetController {
             .options
             .features
             .enabled(Feature::TaintTolerationComparisonOperators);
+        let expectations = ControllerExpectations::honouring(&core.options.safeties);
         DaemonSetController {
             pod_control: PodControl::new(client, core.recorder.clone(), core.consistency.clone()),
             core,
             pods,
             nodes: node_informer(informers),
             revisions,
-            expectations: ControllerExpectations::new(),
+            expectations,
             failed_pods_backoff: Mutex::new(FailedPodBackoff::default()),
             placements: PlacementCache {
                 comparison_operators,

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use mini_kcm_runtime::api_errors::is_not_found;
 use mini_kcm_runtime::events::object_reference;
 use mini_kcm_runtime::pods::control::{PodWriteError, PodWriteErrors};
-use mini_kcm_runtime::slow_start::{SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch};
+use mini_kcm_runtime::slow_start::slow_start_batch;
 
 use super::DaemonSetController;
 use super::error::SyncError;
@@ -50,7 +50,7 @@ impl DaemonSetController {
                 create_pod_template(&snapshot.ds.spec.template, generation, snapshot.hash);
             let attempted = AtomicUsize::new(0);
             let (created, error) =
-                slow_start_batch(create_count, SLOW_START_INITIAL_BATCH_SIZE, |index| {
+                slow_start_batch(create_count, self.core.initial_batch_size(), |index| {
                     attempted.fetch_add(1, Ordering::Relaxed);
                     self.create_on_node(snapshot, &template, &nodes_needing_pods[index], &regarding)
                 })

@@ -14,6 +14,8 @@ mod sync;
 
 pub(crate) use error::SyncError;
 #[cfg(test)]
+mod breaking_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod upstream_tests;
@@ -74,11 +76,12 @@ impl Reconcile for ReplicaSetController {
         );
         let pods = pod_informer(informers);
         core.track(&pods);
+        let expectations = UidTrackingExpectations::honouring(&core.options.safeties);
         ReplicaSetController {
             pod_control: PodControl::new(client, core.recorder.clone(), core.consistency.clone()),
             core,
             pods,
-            expectations: UidTrackingExpectations::new(),
+            expectations,
         }
     }
 

@@ -29,9 +29,7 @@ use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
 };
 use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::slow_start::{
-    SLOW_START_INITIAL_BATCH_SIZE, describe_batches, slow_start_batch,
-};
+use mini_kcm_runtime::slow_start::{describe_batches, slow_start_batch};
 
 use super::ReplicaSetController;
 use super::error::SyncError;
@@ -100,9 +98,7 @@ impl ReplicaSetController {
         if !needs_sync {
             decisions::skip(waiting_reason(self.expectations.get(key)));
         } else if owner.deleting {
-            decisions::skip(
-                "skipped: the ReplicaSet is being deleted (no creations, no deletions)",
-            );
+            decisions::skip("the ReplicaSet is being deleted (no creations, no deletions)");
         } else {
             let plan = plan_replicas(
                 desired,
@@ -197,17 +193,17 @@ impl ReplicaSetController {
                 decisions::reason(format_args!(
                     "too few replicas: {active} active of {desired} desired"
                 ));
+                let first_batch = self.core.initial_batch_size();
                 decisions::plan(format_args!(
                     "creating {count} pod(s) {}",
-                    describe_batches(count, SLOW_START_INITIAL_BATCH_SIZE)
+                    describe_batches(count, first_batch)
                 ));
                 self.expectations.expect_creations(key, count);
                 let template = rs.spec.template.clone().unwrap_or_default();
-                let (created, error) =
-                    slow_start_batch(count, SLOW_START_INITIAL_BATCH_SIZE, |_| {
-                        self.pod_control.create(key, &template, owner, &regarding)
-                    })
-                    .await;
+                let (created, error) = slow_start_batch(count, first_batch, |_| {
+                    self.pod_control.create(key, &template, owner, &regarding)
+                })
+                .await;
                 // Creations never attempted (or failed) will not be observed: stop waiting for them.
                 for _ in created..count {
                     self.expectations.creation_observed(key);

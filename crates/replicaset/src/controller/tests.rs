@@ -528,6 +528,56 @@ async fn the_consistency_gate_switches_read_your_own_writes() {
     }
 }
 
+/// Which failed syncs are routine retries is decided in one place (`SyncFailure::routine`): a status
+/// write refused with 409 Conflict and a sync held back by a stale cache are (the live view counts them
+/// apart and does not show them as errors); a server that cannot answer is a real failure.
+#[tokio::test]
+async fn a_conflict_and_a_stale_cache_are_routine_retries_an_unavailable_server_is_not() {
+    use mini_kcm_runtime::decisions::RoutineRetry;
+    use mini_kcm_runtime::worker::SyncFailure;
+
+    for (reaction, routine) in [
+        (Reaction::Conflict, Some(RoutineRetry::Conflict)),
+        (Reaction::Unavailable, None),
+    ] {
+        let api = RecordedApi::new();
+        let c = controller(&api);
+        seed(
+            &api,
+            &c,
+            &[with_status(replica_set("web", "rs-uid", 2, "web"), 1)],
+            &[
+                pod("a", "web", Some(("web", "rs-uid"))),
+                pod("b", "web", Some(("web", "rs-uid"))),
+            ],
+        );
+        api.react(Verb::Update, "replicasets/status", reaction);
+        let err = sync_key(c.as_ref(), &key("ns/web"))
+            .await
+            .expect_err("the status write is refused");
+        assert!(
+            matches!(&err, SyncKeyError::Failed(SyncError::Status(_))),
+            "{err}"
+        );
+        assert_eq!(err.routine(), routine, "{err}");
+    }
+
+    // A write the cache has not shown yet holds the next sync back: routine too.
+    let api = RecordedApi::new();
+    let c = controller(&api);
+    seed(
+        &api,
+        &c,
+        &[with_status(replica_set("web", "rs-uid", 1, "web"), 0)],
+        &[],
+    );
+    sync_done(&c, &key("ns/web"), "creates").await;
+    let err = sync_key(c.as_ref(), &key("ns/web"))
+        .await
+        .expect_err("the cache has not seen the new pod");
+    assert_eq!(err.routine(), Some(RoutineRetry::StaleCache), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Handlers: which keys an event queues, and what it counts. Handlers never call the API.
 // ---------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ use super::wake::{self, wake};
 use super::{Controller, ObjectKey, Owners};
 use crate::client::RequestBudget;
 use crate::consistency::ConsistencyStore;
-use crate::decisions::{DecidedBy, DecisionLog};
+use crate::decisions::{DecidedBy, DecisionLog, RoutineRetry};
 use crate::events::EventRecorder;
 use crate::expectations::ExpectationsSnapshot;
 use crate::features::{Feature, FeatureGates};
@@ -54,6 +54,8 @@ use crate::kinds::{ApiFamily, WorkloadKind};
 use crate::metrics::ControllerMetrics;
 use crate::pods::cached::CachedPod;
 use crate::pods::ranking::is_pod_ready;
+use crate::safeties::{Safeties, Safety};
+use crate::slow_start;
 use crate::status_writes::StatusWrites;
 use crate::tracked_api::TrackedApi;
 use crate::worker::{SyncFailure, Workers, run_workers};
@@ -82,6 +84,8 @@ pub struct ControllerOptions {
     pub priorities: Priorities,
     /// `--feature-gates`, as each controller consults them.
     pub features: FeatureGates,
+    /// The safety mechanisms switched off (`mini-kcm up --without`, for learning; all on otherwise).
+    pub safeties: Safeties,
 }
 
 impl ControllerOptions {
@@ -95,6 +99,7 @@ impl ControllerOptions {
             max_retry_delay: DEFAULT_MAX_RETRY_DELAY,
             priorities: Priorities::default(),
             features: FeatureGates::default(),
+            safeties: Safeties::all_on(),
         }
     }
 }
@@ -161,9 +166,15 @@ where
             metrics.queue.clone(),
         )
         .with_priorities(options.priorities);
-        let consistency = match what.consistency_gate {
-            Some(gate) if !options.features.enabled(gate) => ConsistencyStore::disabled(),
-            _ => ConsistencyStore::default(),
+        // Off by its feature gate (as upstream), or switched off by a learner (`--without
+        // read-your-own-writes`): either way nothing is recorded and no sync is held back.
+        let gated_off = what
+            .consistency_gate
+            .is_some_and(|gate| !options.features.enabled(gate));
+        let consistency = if gated_off || !options.safeties.is_on(Safety::ReadYourOwnWrites) {
+            ConsistencyStore::disabled()
+        } else {
+            ConsistencyStore::default()
         };
         consistency.track(&objects);
         ControllerCore {
@@ -172,7 +183,8 @@ where
                 family: family.label(),
                 kind: what.kind.kind(),
             },
-            objects: Owners::new(objects, resource.clone(), selector_of),
+            objects: Owners::new(objects, resource.clone(), selector_of)
+                .with_safeties(&options.safeties),
             resource,
             recorder: EventRecorder::new(
                 client.clone(),
@@ -240,6 +252,12 @@ where
             owner,
             self.consistency.clone(),
         )
+    }
+
+    /// The size of the first batch of pod creations (`crate::slow_start`; all at once when a learner
+    /// switched slow start off).
+    pub fn initial_batch_size(&self) -> usize {
+        slow_start::initial_batch_size(&self.options.safeties)
     }
 
     /// Queues the key of `object`, saying why (see `super::wake`).
@@ -435,10 +453,10 @@ impl<E: SyncFailure> std::error::Error for SyncKeyError<E> {
 }
 
 impl<E: SyncFailure> SyncFailure for SyncKeyError<E> {
-    fn is_routine(&self) -> bool {
+    fn routine(&self) -> Option<RoutineRetry> {
         match self {
-            SyncKeyError::StaleCache { .. } => true,
-            SyncKeyError::Failed(e) => e.is_routine(),
+            SyncKeyError::StaleCache { .. } => Some(RoutineRetry::StaleCache),
+            SyncKeyError::Failed(e) => e.routine(),
         }
     }
 

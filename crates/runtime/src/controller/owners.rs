@@ -9,7 +9,8 @@
 //! - [`Owners::selecting`]: for an orphan, every owner in its namespace whose non-empty selector matches
 //!   its (non-empty) labels — each may adopt it;
 //! - [`Owners::recheck`]: the uncached read before the first adoption of a claim pass, so nothing is
-//!   adopted for an owner that is gone, re-created or being deleted (the cache may lag).
+//!   adopted for an owner that is gone, re-created or being deleted (the cache may lag). A learner may
+//!   switch it off (`mini-kcm up --without adoption-recheck`, `crate::safeties`) to watch what it prevents.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use serde::de::DeserializeOwned;
 use crate::informers::Informer;
 use crate::kinds::controller_ref;
 use crate::ownership::AdoptionRefused;
+use crate::safeties::{Safeties, Safety};
 use crate::selector::Selector;
 use crate::tracked_api::TrackedApi;
 
@@ -32,6 +34,8 @@ pub struct Owners<K: Resource> {
     cache: Informer<K>,
     resource: ApiResource,
     selector_of: fn(&K) -> &LabelSelector,
+    /// Whether [`Owners::recheck`] reads the owner fresh (always, unless a learner switched it off).
+    recheck_before_adoption: bool,
 }
 
 impl<K: Resource> Clone for Owners<K> {
@@ -40,6 +44,7 @@ impl<K: Resource> Clone for Owners<K> {
             cache: self.cache.clone(),
             resource: self.resource.clone(),
             selector_of: self.selector_of,
+            recheck_before_adoption: self.recheck_before_adoption,
         }
     }
 }
@@ -67,7 +72,14 @@ where
             cache,
             resource,
             selector_of,
+            recheck_before_adoption: true,
         }
+    }
+
+    /// The same owners, with the adoption re-check as `safeties` say.
+    pub fn with_safeties(mut self, safeties: &Safeties) -> Self {
+        self.recheck_before_adoption = safeties.is_on(Safety::AdoptionRecheck);
+        self
     }
 
     /// Whether an owner reference names our kind (upstream compares the kind only; see the module header).
@@ -128,7 +140,12 @@ where
 
     /// The uncached re-check before adopting for `owner`: a fresh GET through `api` (the owner's
     /// namespace) must find the same UID, not being deleted.
+    /// Switched off, the cached owner is taken at its word: an owner whose deletion the cache does not
+    /// show yet adopts anyway.
     pub async fn recheck(&self, api: &TrackedApi<K>, owner: &K) -> Result<(), AdoptionRefused> {
+        if !self.recheck_before_adoption {
+            return Ok(());
+        }
         let name = owner.meta().name.as_deref().unwrap_or_default();
         let fresh = api.get(name).await.map_err(AdoptionRefused::Read)?;
         if fresh.meta().uid != owner.meta().uid {

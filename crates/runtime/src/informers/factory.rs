@@ -13,6 +13,7 @@ use crate::pods::cached::CachedPod;
 
 use super::backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 use super::list_mode::{ListMode, consistent_stream_client, list_and_watch};
+use super::watch_delay::delayed;
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
@@ -98,6 +99,8 @@ pub struct SharedInformers {
     resync_period: Option<Duration>,
     /// Streamed lists first (`with_streamed_lists`).
     streamed_lists: bool,
+    /// How late every watch event reaches the caches (`with_watch_delay`; zero but for learners).
+    watch_delay: Duration,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
     /// How to view each informer (`crate::inspect`), in creation order.
     views: Arc<Mutex<Vec<InformerViewFn>>>,
@@ -125,6 +128,7 @@ impl SharedInformers {
             namespace,
             resync_period: None,
             streamed_lists: true,
+            watch_delay: Duration::ZERO,
             informers: Arc::default(),
             views: Arc::default(),
             pending: Arc::default(),
@@ -146,6 +150,14 @@ impl SharedInformers {
     /// Call before requesting informers.
     pub fn with_streamed_lists(mut self, on: bool) -> Self {
         self.streamed_lists = on;
+        self
+    }
+
+    /// Hands every watch event to the caches `delay` after it arrived (`super::watch_delay`): caches that
+    /// lag on purpose, for learners (`mini-kcm up --watch-delay`) and tests. Call before requesting
+    /// informers.
+    pub fn with_watch_delay(mut self, delay: Duration) -> Self {
+        self.watch_delay = delay;
         self
     }
 
@@ -194,6 +206,7 @@ impl SharedInformers {
         // The informer makes each decoded object what the cache keeps (`K::cached`). Failed requests are
         // retried within 2 s, and at once after a 410, under the process's retry budget (`backoff`).
         let events = with_watch_backoff(events, WatchBackoff::new(), RetryBudget::process());
+        let events = delayed(events, self.watch_delay);
         let informer = Informer::new(
             events,
             kind,

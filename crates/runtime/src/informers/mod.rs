@@ -16,12 +16,15 @@
 //!   within 2 s, and at once after a 410 Gone, so informers resume promptly after an API server restart.
 //! - `list_mode`: full lists streamed as a watch's initial events where the API server supports it
 //!   (KEP-3157), in pages otherwise.
+//! - `watch_delay`: a watch whose events reach the cache a fixed delay late, for learners and tests
+//!   (`mini-kcm up --watch-delay`).
 
 mod backoff;
 mod factory;
 mod informer;
 mod list_mode;
 mod store;
+mod watch_delay;
 
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 pub use factory::{SharedInformers, Watched};
