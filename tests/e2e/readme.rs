@@ -1,13 +1,17 @@
 //! README.md's commands, run as a user types them, from the root of a fresh clone (`git clone` of this
-//! repository into a temporary folder): every command of every ```sh block, in document order, in one bash
-//! session (`set -euo pipefail`), with `mini-kcm` on `PATH` as the binary cargo built and `kubectl` as the
-//! plane cache's. The test parses README.md, so a command added there is run unless [`TREATMENTS`] says
-//! otherwise, with the reason:
+//! repository into a temporary folder, with the working tree's README.md when it has uncommitted changes):
+//! every command of every ```sh block, in document order, in one bash session (`set -euo pipefail`). The
+//! session gets no `PATH`, `KUBECONFIG` or manager address from the test: README's set-up line
+//! ([`SETUP_LINE`]) is what puts `mini-kcm` and `kubectl` on `PATH` and sets `KUBECONFIG`. The test parses
+//! README.md, so a command added there is run unless [`TREATMENTS`] says otherwise, with the reason:
 //!
 //! - `cargo run -p mini-kcm -- up` is started as the built binary with the same arguments (a fresh clone
 //!   would rebuild everything), in the background: it runs until Ctrl-C. The test waits for its "running"
 //!   line, runs the rest, then sends SIGINT to its process group (what Ctrl-C does) and checks it stops
 //!   every component;
+//! - the set-up line runs the same binary (for the same reason) as `env`, with the `--state-dir` README
+//!   documents for a plane not in the first slot: `up` takes the first free slot, and another test's plane
+//!   may run in an earlier one;
 //! - `cargo test --workspace` (this test is one of them), the image build and `kind load` are skipped;
 //!   other tests run them (named in [`TREATMENTS`]);
 //! - `mini-kcm conformance --compare` runs with `--list` (the same planes, e2e binary, output folder and
@@ -17,6 +21,8 @@
 //!
 //! README's example paths (`~/.cache/mini-kcm/planes/plane-1`) are the ones `up` prints: the first free
 //! slot, so when another plane runs the test uses the slot `up` printed (the rest of the path must match).
+//! The paths README and the tour show as `up`'s output (`kubeconfig:`, `binaries:`, ...) are checked
+//! against what `up` printed the same way.
 //! Where a command needs objects README does not create (the rollout commands' `mdeploy/web` with two
 //! revisions, `mds/agent`), [`FIXTURES`] creates them first; [`CHECKS`] are bash conditions that must come
 //! true after a command (retried for 60 s), e.g. 5 pods after the scale.
@@ -30,7 +36,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mini_kcm_e2e::{ProcessGroup, check_script_prelude, mini_kcm_binary, repo_path, shell_quote};
+use mini_kcm_e2e::{
+    ProcessGroup, SETUP_LINE, as_a_users_shell, check_script_prelude, mini_kcm_binary, repo_path,
+    setup_line_with_state_dir, shell_quote,
+};
 
 /// How long a check may take to hold.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -43,6 +52,8 @@ const HEAVY_ENV: &str = "MINI_KCM_README_HEAVY";
 enum Treatment {
     /// `cargo run -p mini-kcm -- <args>`: the built binary with `<args>`, in the background.
     Up,
+    /// The set-up line: run with the built binary and `up`'s state directory.
+    Setup,
     /// Not run here; the reason names the test that runs it.
     Skip(&'static str),
     /// Run as written with `MINI_KCM_README_HEAVY=1`, else with `quick` appended.
@@ -52,6 +63,7 @@ enum Treatment {
 /// By command (without its comment, spaces collapsed).
 const TREATMENTS: &[(&str, Treatment)] = &[
     ("cargo run -p mini-kcm -- up", Treatment::Up),
+    (SETUP_LINE, Treatment::Setup),
     (
         "cargo test --workspace",
         Treatment::Skip("runs every test, this one included"),
@@ -103,7 +115,13 @@ kubectl patch deployments.minikcm.dev web --type merge -p '{"spec":{"template":{
 /// Bash conditions that must come true after a command (by command).
 const CHECKS: &[(&str, &str)] = &[
     (
-        "~/.cache/mini-kcm/k8s-v1.36.3_etcd-v3.6.16_kwok-v0.8.0/bin/kubectl get nodes",
+        SETUP_LINE,
+        // The plane's kubectl and the binary cargo built, first on PATH; the kubeconfig `up` printed.
+        "[[ $(command -v kubectl) == */bin/kubectl && -x $(dirname \"$(command -v kubectl)\")/kube-apiserver \\
+           && $(command -v mini-kcm) == */target/*/mini-kcm && -f $KUBECONFIG ]]",
+    ),
+    (
+        "kubectl get nodes",
         "[[ $(kubectl get nodes --no-headers | grep -cw Ready) -eq 3 ]]",
     ),
     (
@@ -226,6 +244,7 @@ fn treatment(key: &str) -> Option<&'static Treatment> {
 struct Printed {
     state_dir: String,
     bin_dir: String,
+    binary: PathBuf,
 }
 
 /// The bash script of README's commands (all but `up`), with the test's fixtures and checks.
@@ -247,6 +266,12 @@ fn script(commands: &[Cmd], printed: &Printed, readme_cache: &str, heavy: bool) 
                     ))
                 ));
                 continue;
+            }
+            Some(Treatment::Setup) => {
+                text = setup_line_with_state_dir(Path::new(&printed.state_dir)).replace(
+                    "cargo run -q -p mini-kcm --",
+                    &shell_quote(&printed.binary.display().to_string()),
+                ) + "\n";
             }
             Some(Treatment::Skip(why)) => {
                 script.push_str(&format!(
@@ -295,6 +320,29 @@ fn script(commands: &[Cmd], printed: &Printed, readme_cache: &str, heavy: bool) 
     script
 }
 
+/// The paths a document shows as `up`'s output: the `kubeconfig:`, `component logs:`, `binaries:` and
+/// `state:` lines of its ```text blocks, as (label, path).
+fn shown_paths(markdown: &str) -> Vec<(String, String)> {
+    let mut shown = Vec::new();
+    let mut in_text = false;
+    for line in markdown.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_text = trimmed == "```text";
+            continue;
+        }
+        if !in_text {
+            continue;
+        }
+        for label in ["kubeconfig", "component logs", "binaries", "state"] {
+            if let Some(path) = trimmed.strip_prefix(&format!("{label}:")) {
+                shown.push((label.to_string(), path.trim().to_string()));
+            }
+        }
+    }
+    shown
+}
+
 /// The processes whose command line mentions `needle`.
 fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -336,11 +384,24 @@ fn the_commands_of_a_markdown_file_are_found_with_their_heredocs() {
 }
 
 #[test]
+fn the_paths_a_document_shows_as_ups_output_are_found() {
+    let doc = "```text\n$ cargo run -p mini-kcm -- up\n  kubeconfig:           ~/k\n  binaries:  /b\n```\n\
+               kubeconfig: not output\n```sh\nstate: no\n```\n";
+    assert_eq!(
+        shown_paths(doc),
+        [
+            ("kubeconfig".to_string(), "~/k".to_string()),
+            ("binaries".to_string(), "/b".to_string())
+        ]
+    );
+}
+
+#[test]
 fn readme_commands_run_as_written_from_a_fresh_clone() {
     let binary = mini_kcm_binary();
     let work = std::env::temp_dir().join(format!("mini-kcm-readme-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(work.join("bin")).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
     let clone = work.join("clone");
     let cloned = Command::new("git")
         .args(["clone", "--quiet"])
@@ -349,13 +410,15 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
         .output()
         .unwrap();
     assert!(cloned.status.success(), "git clone: {cloned:?}");
-    let readme = std::fs::read_to_string(clone.join("README.md")).unwrap();
-    if std::fs::read_to_string(repo_path("README.md"))
+    // The README being edited is the one to test: the clone gets the working tree's.
+    let readme = std::fs::read_to_string(repo_path("README.md")).unwrap();
+    if std::fs::read_to_string(clone.join("README.md"))
         .ok()
         .as_ref()
         != Some(&readme)
     {
-        eprintln!("note: README.md has uncommitted changes; the clone's (committed) README is run");
+        eprintln!("note: README.md has uncommitted changes; the working tree's README is run");
+        std::fs::write(clone.join("README.md"), &readme).unwrap();
     }
     let commands = commands(&readme);
     for (key, _) in TREATMENTS {
@@ -371,18 +434,11 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
         );
     }
 
-    // PATH: `mini-kcm` is the built binary, `kubectl` the plane's (before any other on the machine).
+    // The plane's binaries, built once and cached (`up` prints their folder).
     let built = Command::new(&binary).arg("build-plane").output().unwrap();
     assert!(built.status.success(), "build-plane: {built:?}");
     let bin_dir = String::from_utf8(built.stdout).unwrap();
     let bin_dir = PathBuf::from(bin_dir.lines().last().unwrap().trim());
-    std::os::unix::fs::symlink(&binary, work.join("bin/mini-kcm")).unwrap();
-    std::os::unix::fs::symlink(bin_dir.join("kubectl"), work.join("bin/kubectl")).unwrap();
-    let path = format!(
-        "{}:{}",
-        work.join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
 
     // `cargo run -p mini-kcm -- up`, as the built binary with the same arguments.
     let up_cmd = commands
@@ -400,7 +456,6 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
     let mut child = Command::new(&binary)
         .args(&up_args)
         .current_dir(&clone)
-        .env("PATH", &path)
         .env_remove("KUBECONFIG")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&up_log).unwrap())
@@ -435,6 +490,7 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
     let printed = Printed {
         state_dir: field("state:"),
         bin_dir: field("binaries:"),
+        binary: binary.clone(),
     };
     assert_eq!(
         field("kubeconfig:"),
@@ -457,17 +513,42 @@ fn readme_commands_run_as_written_from_a_fresh_clone() {
         assert_eq!(cache_root, Path::new(&home).join(".cache/mini-kcm"));
     }
 
+    // The paths README and the tour show as `up`'s output are the ones it printed (`~` for the home
+    // folder, `plane-1` for the slot it took).
+    let tour = std::fs::read_to_string(repo_path("docs/tour.md")).unwrap();
+    for (doc, text, at_least) in [("README.md", &readme, 2), ("docs/tour.md", &tour, 1)] {
+        let shown = shown_paths(text);
+        assert!(
+            shown.len() >= at_least,
+            "{doc} shows fewer of `up`'s paths than expected: {shown:?}"
+        );
+        for (label, path) in shown {
+            let path = path
+                .replace(readme_cache, &cache_root.display().to_string())
+                .replace(
+                    &format!("{}/planes/plane-1", cache_root.display()),
+                    &printed.state_dir,
+                );
+            assert_eq!(
+                path,
+                field(&format!("{label}:")),
+                "{doc} shows `{label}:` as `up` does not print it"
+            );
+        }
+    }
+
     let heavy = std::env::var_os(HEAVY_ENV).is_some();
     let started = Instant::now();
-    let output = Command::new("bash")
-        .arg("-c")
-        .arg(script(&commands, &printed, readme_cache, heavy))
-        .env("PATH", &path)
-        .env_remove("KUBECONFIG")
-        .current_dir(&clone)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let output = as_a_users_shell(Command::new("bash").arg("-c").arg(script(
+        &commands,
+        &printed,
+        readme_cache,
+        heavy,
+    )))
+    .current_dir(&clone)
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");

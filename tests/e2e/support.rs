@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 pub mod denied_writes;
+pub mod doc_runner;
 pub mod in_cluster_kit;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
@@ -522,10 +523,7 @@ pub fn mini_kcm_binary() -> std::path::PathBuf {
     // Build scripts (ring's, through cc) rerun when these differ from the last build, and cargo test
     // sets them to this test package's values: without them the build matches a build from a shell.
     for (key, _) in std::env::vars() {
-        if key.starts_with("CARGO_PKG_")
-            || key.starts_with("CARGO_MANIFEST_")
-            || ["CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "OUT_DIR"].contains(&key.as_str())
-        {
+        if set_by_cargo_test(&key) {
             build.env_remove(key);
         }
     }
@@ -533,6 +531,13 @@ pub fn mini_kcm_binary() -> std::path::PathBuf {
     assert!(status.success(), "cargo build -p mini-kcm failed");
     assert!(binary.exists(), "no binary at {}", binary.display());
     binary
+}
+
+/// Whether `cargo test` sets `key` for this test package (not a shell's variable).
+fn set_by_cargo_test(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || ["CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "OUT_DIR"].contains(&key)
 }
 
 /// The modification time of the newest file the binary is built from: the crates, the files of
@@ -589,6 +594,35 @@ pub fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// The docs' set-up line (README's usage and both parts of the tour): `mini-kcm env` prints the exports
+/// that put `mini-kcm` and the running plane's `kubectl` on `PATH` and set `KUBECONFIG`.
+pub const SETUP_LINE: &str = r#"eval "$(cargo run -q -p mini-kcm -- env)""#;
+
+/// [`SETUP_LINE`] as the docs say to type it for an `up --state-dir DIR`: with the same `--state-dir`.
+/// (A test keeps its plane in a folder of its own: the default, the first running plane slot, may be
+/// another test's.)
+pub fn setup_line_with_state_dir(state_dir: &std::path::Path) -> String {
+    let with = format!(
+        " -- env --state-dir {})",
+        shell_quote(&state_dir.display().to_string())
+    );
+    SETUP_LINE.replace(" -- env)", &with)
+}
+
+/// Makes `command` a shell as a user's: without the variables `cargo test` sets for this test package
+/// (so a `cargo run` in it builds as from a shell) and without `KUBECONFIG` or `MINI_KCM_MANAGER_ADDR`
+/// from the test's environment (only the docs' set-up line may set them).
+pub fn as_a_users_shell(command: &mut std::process::Command) -> &mut std::process::Command {
+    for (key, _) in std::env::vars() {
+        if set_by_cargo_test(&key) {
+            command.env_remove(key);
+        }
+    }
+    command
+        .env_remove("KUBECONFIG")
+        .env_remove("MINI_KCM_MANAGER_ADDR")
+}
+
 /// The start of a bash script that runs a document's commands: `set -euo pipefail`, and `<name>_check`,
 /// which retries a bash condition every half second until it holds, or fails the script after `timeout`
 /// showing the condition traced.
@@ -627,4 +661,32 @@ pub fn runs_here(require_var: &str, missing: Option<String>) -> bool {
     );
     println!("SKIPPED: {missing}");
     false
+}
+
+/// Creates a ResourceQuota `name` allowing `pods` pods in `ns`, and waits until the quota controller
+/// has computed its usage (before that the API server refuses every pod of the namespace).
+pub async fn pod_quota(ns: &TestNamespace, name: &str, pods: u32) {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let quotas = ns.api::<ResourceQuota>();
+    let quota: ResourceQuota = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"hard": {"pods": pods.to_string()}},
+    }))
+    .expect("a ResourceQuota");
+    quotas
+        .create(&Default::default(), &quota)
+        .await
+        .expect("creating the quota");
+    ns.wait_for(
+        &quotas,
+        name,
+        "the quota controller to compute usage",
+        TIMEOUT,
+        |q| {
+            q.and_then(|q| q.status.as_ref())
+                .and_then(|s| s.used.as_ref())
+                .is_some()
+        },
+    )
+    .await;
 }
