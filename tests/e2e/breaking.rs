@@ -20,8 +20,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, family_resource, is_active, pod_quota, pod_template,
-    replica_set, replica_sets,
+    TIMEOUT, TestManager, app_selector, family_resource, has_available_replicas, is_active,
+    pod_quota, pod_template, replica_set, replica_sets,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
 use mini_kcm_runtime::kinds::ApiFamily;
@@ -100,14 +100,7 @@ async fn wait_converged(ns: &TestNamespace, name: &str, replicas: i32) {
         name,
         &format!("{replicas} available replicas"),
         TIMEOUT,
-        |rs| {
-            rs.is_some_and(|rs| {
-                let status = rs.status.clone().unwrap_or_default();
-                status.replicas == replicas
-                    && status.available_replicas.unwrap_or(0) == replicas
-                    && status.observed_generation == rs.metadata.generation
-            })
-        },
+        |rs| has_available_replicas(rs, replicas),
     )
     .await;
     ns.wait_for_list(

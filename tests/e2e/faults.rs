@@ -34,8 +34,9 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use mini_kcm_e2e::denied_writes::{DeniedWrites, manager_config};
 use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, daemon_sets,
-    deployment_of, deployments, family_resource, for_both_families, is_active, pinned_node,
-    pod_template, replica_set, replica_sets, rolling_update, selector, wait_deployment_complete,
+    deployment_of, deployments, family_resource, for_both_families, has_available_replicas,
+    is_active, pinned_node, pod_template, replica_set, replica_sets, rolling_update, selector,
+    wait_deployment_complete,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
 use mini_kcm_runtime::informers::{RetryBudget, WatchBackoff, with_watch_backoff};
@@ -508,14 +509,7 @@ async fn wait_replica_set(
         "web",
         &format!("{replicas} available replicas"),
         RELIST_TIMEOUT,
-        |rs| {
-            rs.is_some_and(|rs| {
-                let status = rs.status.clone().unwrap_or_default();
-                status.replicas == replicas
-                    && status.available_replicas.unwrap_or(0) == replicas
-                    && status.observed_generation == rs.metadata.generation
-            })
-        },
+        |rs| has_available_replicas(rs, replicas),
     )
     .await
     .unwrap()

@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mini_kcm_e2e::{
-    TIMEOUT, TestManager, app_selector, controller_uid, family_resource, is_active, pod_quota,
-    pod_template, replica_set, replica_sets,
+    TIMEOUT, TestManager, app_selector, controller_uid, family_resource, has_available_replicas,
+    is_active, pod_quota, pod_template, replica_set, replica_sets,
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject};
@@ -66,15 +66,7 @@ async fn wait_available(
         name,
         &format!("{replicas} available replicas"),
         TIMEOUT,
-        |rs| {
-            rs.is_some_and(|rs| {
-                let status = rs.status.clone().unwrap_or_default();
-                // apps/v1 omits zero counts; the CRD copies keep them.
-                status.replicas == replicas
-                    && status.available_replicas.unwrap_or(0) == replicas
-                    && status.observed_generation == rs.metadata.generation
-            })
-        },
+        |rs| has_available_replicas(rs, replicas),
     )
     .await
     .unwrap_or_else(|| panic!("{name} vanished"))

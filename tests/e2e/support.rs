@@ -270,6 +270,17 @@ pub fn replica_sets(ns: &TestNamespace, family: ApiFamily) -> Api<ReplicaSetObje
 }
 
 /// A ReplicaSet of `family` selecting `app=<name>`.
+/// Whether the ReplicaSet reports `replicas` pods, all available, for its current generation (apps/v1
+/// omits zero counts; the CRD copies keep them).
+pub fn has_available_replicas(rs: Option<&ReplicaSetObject>, replicas: i32) -> bool {
+    rs.is_some_and(|rs| {
+        let status = rs.status.clone().unwrap_or_default();
+        status.replicas == replicas
+            && status.available_replicas.unwrap_or(0) == replicas
+            && status.observed_generation == rs.metadata.generation
+    })
+}
+
 pub fn replica_set(name: &str, replicas: i32, family: ApiFamily) -> ReplicaSetObject {
     let mut rs = ReplicaSetObject::new(
         name,
