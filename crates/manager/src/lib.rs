@@ -50,6 +50,7 @@ use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
 pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
 use live_view::{LiveView, Running};
 pub use mini_kcm_runtime::features::{FeatureGates, feature_gates_help};
+pub use mini_kcm_runtime::informers::ContentType;
 pub use object_view::{
     ConditionEntry, KeyQueueState, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
 };
@@ -198,6 +199,7 @@ pub async fn run(
     let informers = SharedInformers::new(informer_client, options.namespace.clone())
         .with_min_resync_period(options.min_resync_period)
         .with_streamed_lists(options.feature_gates.enabled(Feature::WatchListClient))
+        .with_content_type(options.kube_api_content_type)
         .with_watch_delay(options.watch_delay);
     let controllers = build_controllers(&options, &clients, &informers, &registry, &decisions)?;
     tracing::info!(

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mini_kcm_runtime::features::FeatureGates;
+use mini_kcm_runtime::informers::ContentType;
 use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::safeties::Safeties;
 use mini_kcm_workqueue::Priorities;
@@ -73,6 +74,10 @@ pub struct ManagerOptions {
     /// Per controller client, like kube-controller-manager's `--kube-api-qps` / `--kube-api-burst`.
     pub kube_api_qps: f32,
     pub kube_api_burst: u32,
+    /// kube-controller-manager's `--kube-api-content-type`: what the informers ask for. Protobuf (the
+    /// default) applies to pods and nodes, the kinds that have a protobuf decoding; the rest, and every
+    /// write, stay JSON.
+    pub kube_api_content_type: ContentType,
     /// The plain HTTP listener: every endpoint, no authentication (keep it on loopback).
     pub metrics_addr: Option<SocketAddr>,
     /// kube-controller-manager's secure port: the same endpoints over HTTPS, for callers the API server
@@ -136,6 +141,7 @@ impl Default for ManagerOptions {
             concurrent_daemonset_syncs: 2,
             kube_api_qps: 20.0,
             kube_api_burst: 30,
+            kube_api_content_type: ContentType::default(),
             metrics_addr: None,
             secure_serving: None,
             identity: default_identity(),

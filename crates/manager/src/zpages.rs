@@ -490,8 +490,8 @@ fn configz(options: &ManagerOptions) -> serde_json::Value {
             "Generic": {
                 "MinResyncPeriod": go_duration(options.min_resync_period),
                 "ClientConnection": {
-                    // kube-rs speaks JSON to the API server (upstream's default is protobuf).
-                    "contentType": "application/json",
+                    // What the informers ask for (pods and nodes; the rest and every write are JSON).
+                    "contentType": options.kube_api_content_type.as_str(),
                     "qps": options.kube_api_qps,
                     "burst": options.kube_api_burst,
                 },

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use mini_kcm_manager::LeaderElectionConfig;
 use mini_kcm_manager::{
-    AlwaysAllowPaths, FeatureGates, Kinds, ManagerOptions, RequestHeaderAuth, SecureServing,
-    ServingCert, feature_gates_help,
+    AlwaysAllowPaths, ContentType, FeatureGates, Kinds, ManagerOptions, RequestHeaderAuth,
+    SecureServing, ServingCert, feature_gates_help,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -54,6 +54,11 @@ pub struct RunArgs {
     /// Burst of each controller's client.
     #[arg(long, default_value_t = 30)]
     kube_api_burst: u32,
+    /// What the informers ask the API server for, as kube-controller-manager's flag: protobuf for pods
+    /// and nodes (the kinds nearly all listed and watched bytes are), or application/json for every
+    /// kind. Other kinds and every write are JSON either way; a server that refuses protobuf gets JSON.
+    #[arg(long, default_value = "application/vnd.kubernetes.protobuf")]
+    kube_api_content_type: ContentType,
     /// Where to serve /metrics, /healthz, /readyz and /debug/controllers over plain HTTP, open to
     /// whoever can connect (keep it on loopback: `mini-kcm explain` reads it); empty: not at all.
     #[arg(long, default_value = "127.0.0.1:10280", value_parser = parse_optional_addr)]
@@ -158,6 +163,7 @@ impl RunArgs {
             concurrent_daemonset_syncs: self.concurrent_daemonset_syncs,
             kube_api_qps: self.kube_api_qps,
             kube_api_burst: self.kube_api_burst,
+            kube_api_content_type: self.kube_api_content_type,
             metrics_addr: self.metrics_addr.0,
             secure_serving: self.secure_serving(),
             min_resync_period: self.min_resync_period,

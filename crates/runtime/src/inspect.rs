@@ -230,6 +230,8 @@ pub struct InformerView {
     /// the stream).
     #[serde(default)]
     pub list_mode: String,
+    /// `protobuf`, `json`, or `json (protobuf refused)`.
+    pub content_type: String,
     /// Watch failures (each is retried with backoff).
     pub watch_errors: u64,
     pub synced: bool,

@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod object;
 pub mod ownership;
 pub mod pods;
+mod protobuf;
 pub mod recorded_api;
 pub mod safeties;
 pub mod selector;

@@ -12,7 +12,9 @@ use serde::de::DeserializeOwned;
 use crate::pods::cached::CachedPod;
 
 use super::backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
+use super::content_type::{ContentType, WireFormat, json_after_a_refusal};
 use super::list_mode::{ListMode, consistent_stream_client, list_and_watch};
+use super::protobuf_watch::{ProtobufDecoding, protobuf_decoding};
 use super::watch_delay::delayed;
 use super::{Indexer, Informer};
 use crate::inspect::InformerView;
@@ -33,6 +35,12 @@ pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + '
     fn cached(mut self) -> Self {
         self.meta_mut().managed_fields = None;
         self
+    }
+
+    /// How to list and watch the kind in protobuf (`crate::protobuf`), for the kinds that have a protobuf
+    /// decoding; by default none: JSON only.
+    fn protobuf() -> Option<ProtobufDecoding<Self>> {
+        None
     }
 }
 
@@ -62,11 +70,25 @@ impl Watched for CachedPod {
     fn cached(self) -> Self {
         self.trimmed()
     }
+
+    fn protobuf() -> Option<ProtobufDecoding<Self>> {
+        Some(protobuf_decoding())
+    }
 }
 
 impl Watched for k8s_openapi::api::core::v1::Node {
     fn scoped_api(client: Client, _: Option<&str>, _: &()) -> Api<Self> {
         Api::all(client)
+    }
+
+    /// Metadata, taints and `unschedulable`: what a DaemonSet's placement reads (the same as the
+    /// protobuf decoding keeps; the status, with its heartbeats and images, is not kept).
+    fn cached(self) -> Self {
+        crate::protobuf::messages::cached_node(self)
+    }
+
+    fn protobuf() -> Option<ProtobufDecoding<Self>> {
+        Some(protobuf_decoding())
     }
 }
 
@@ -99,6 +121,8 @@ pub struct SharedInformers {
     resync_period: Option<Duration>,
     /// Streamed lists first (`with_streamed_lists`).
     streamed_lists: bool,
+    /// Protobuf for the kinds that have it, or JSON for all (`with_content_type`).
+    content_type: ContentType,
     /// How late every watch event reaches the caches (`with_watch_delay`; zero but for learners).
     watch_delay: Duration,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
@@ -128,6 +152,7 @@ impl SharedInformers {
             namespace,
             resync_period: None,
             streamed_lists: true,
+            content_type: ContentType::default(),
             watch_delay: Duration::ZERO,
             informers: Arc::default(),
             views: Arc::default(),
@@ -150,6 +175,14 @@ impl SharedInformers {
     /// Call before requesting informers.
     pub fn with_streamed_lists(mut self, on: bool) -> Self {
         self.streamed_lists = on;
+        self
+    }
+
+    /// What informers ask for (kube-controller-manager's `--kube-api-content-type`): protobuf (the
+    /// default) for the kinds that have a protobuf decoding, or JSON for all (`content_type`). Call
+    /// before requesting informers.
+    pub fn with_content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
         self
     }
 
@@ -193,16 +226,30 @@ impl SharedInformers {
             ListMode::paged()
         };
         let kind = K::kind(dyntype).into_owned();
-        let events = list_and_watch(
-            K::scoped_api(
+        let json = {
+            let streaming = K::scoped_api(
                 self.stream_client.clone(),
                 self.namespace.as_deref(),
                 dyntype,
-            ),
-            K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype),
-            kind.clone(),
-            mode.clone(),
-        );
+            );
+            let paged = K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype);
+            let (kind, mode) = (kind.clone(), mode.clone());
+            move || list_and_watch(streaming, paged, kind, mode)
+        };
+        // Protobuf where asked for and the kind has it (`content_type`), JSON after a refusal.
+        let (events, wire) = match (self.content_type, K::protobuf()) {
+            (ContentType::Protobuf, Some(decoding)) => {
+                let wire = WireFormat::protobuf();
+                let url = K::scoped_api(self.client.clone(), self.namespace.as_deref(), dyntype)
+                    .resource_url()
+                    .to_string();
+                let protobuf =
+                    decoding.list_and_watch(self.client.clone(), url, kind.clone(), mode.clone());
+                let events = json_after_a_refusal(protobuf, json, kind.clone(), wire.clone());
+                (events, wire)
+            }
+            _ => (json(), WireFormat::json()),
+        };
         // The informer makes each decoded object what the cache keeps (`K::cached`). Failed requests are
         // retried within 2 s, and at once after a 410, under the process's retry budget (`backoff`).
         let events = with_watch_backoff(events, WatchBackoff::new(), RetryBudget::process());
@@ -214,6 +261,7 @@ impl SharedInformers {
             self.resync_period,
             K::cached,
             mode,
+            wire,
         );
         let viewed = informer.clone();
         let resource = id.clone();
@@ -281,6 +329,90 @@ fn jittered_resync_period(min: Duration, unit: f64) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kinds::pod_informer;
+
+    /// A server that speaks JSON only, as for an aggregated API without protobuf: 406 to a request
+    /// accepting protobuf only, a streamed list of pod `a` in JSON otherwise. Records each request's
+    /// Accept header.
+    fn json_only_server() -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let accept = request
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let streamed = request.uri().to_string().contains("sendInitialEvents=true");
+            log.lock().unwrap().push(accept.clone());
+            let (code, body) = if accept.starts_with(crate::protobuf::PROTOBUF) {
+                (
+                    406,
+                    r#"{"kind":"Status","code":406,"reason":"NotAcceptable"}"#.to_string(),
+                )
+            } else if streamed {
+                let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"ns","name":"a","resourceVersion":"5"}}"#;
+                let end = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"resourceVersion":"6","annotations":{"k8s.io/initial-events-end":"true"}}}"#;
+                (
+                    200,
+                    format!(
+                        "{{\"type\":\"ADDED\",\"object\":{pod}}}\n{{\"type\":\"BOOKMARK\",\"object\":{end}}}\n"
+                    ),
+                )
+            } else {
+                (200, String::new())
+            };
+            async move {
+                http::Response::builder()
+                    .status(code)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(kube::client::Body::from(body.into_bytes()))
+                    .map_err(|e| Box::new(e) as tower::BoxError)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn a_server_refusing_protobuf_is_read_in_json_and_the_view_says_so() {
+        let (client, accepts) = json_only_server();
+        let informers = SharedInformers::new(client, None);
+        let pods = pod_informer(&informers);
+        tokio::time::timeout(Duration::from_secs(10), informers.start())
+            .await
+            .expect("the pod informer synced in JSON");
+        assert!(pods.get("ns", "a").is_some());
+        assert_eq!(informers.views()[0].content_type, "json (protobuf refused)");
+        let accepts = accepts.lock().unwrap();
+        assert!(
+            accepts[0].starts_with(crate::protobuf::PROTOBUF),
+            "{accepts:?}"
+        );
+        assert!(
+            accepts[1..].iter().all(|a| !a.contains("protobuf")),
+            "one refusal, then JSON only: {accepts:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn with_json_asked_for_no_protobuf_request_is_made() {
+        let (client, accepts) = json_only_server();
+        let informers = SharedInformers::new(client, None).with_content_type(ContentType::Json);
+        let pods = pod_informer(&informers);
+        tokio::time::timeout(Duration::from_secs(10), informers.start())
+            .await
+            .expect("the pod informer synced");
+        assert!(pods.get("ns", "a").is_some());
+        assert_eq!(informers.views()[0].content_type, "json");
+        assert!(
+            accepts
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|a| !a.contains("protobuf"))
+        );
+    }
 
     #[test]
     fn resync_periods_are_jittered_between_min_and_twice_min() {

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::inspect::InformerView;
 
+use super::content_type::WireFormat;
 use super::list_mode::ListMode;
 use super::store::{CacheKey, IndexFn, Store, key_of};
 
@@ -118,6 +119,8 @@ struct Inner<K: Resource> {
     keep: fn(K) -> K,
     /// Whether its lists are streamed or paged, for the live view.
     list_mode: ListMode,
+    /// Protobuf or JSON, for the live view.
+    wire: WireFormat,
 }
 
 impl<K> Informer<K>
@@ -131,6 +134,7 @@ where
         resync_period: Option<Duration>,
         keep: fn(K) -> K,
         list_mode: ListMode,
+        wire: WireFormat,
     ) -> Self {
         let mut index_fns: HashMap<&'static str, IndexFn<K>> =
             indexers.into_iter().map(|i| (i.name, i.index_fn)).collect();
@@ -152,6 +156,7 @@ where
                 resync_period: resync_period.filter(|p| !p.is_zero()),
                 keep,
                 list_mode,
+                wire,
             }),
         }
     }
@@ -248,6 +253,7 @@ impl<K: Resource> Informer<K> {
             last_resource_version: self.observed_resource_version(),
             lists: self.inner.lists.load(Ordering::Relaxed),
             list_mode: self.inner.list_mode.as_str().to_string(),
+            content_type: self.inner.wire.as_str().to_string(),
             watch_errors: self.inner.watch_errors.load(Ordering::Relaxed),
             synced: self.has_synced(),
         }
@@ -378,7 +384,9 @@ where
                         Origin::InitialList
                     };
                     if !self.has_synced() {
-                        tracing::debug!(kind = %self.inner.kind, objects = self.len(), "informer synced");
+                        tracing::info!(kind = %self.inner.kind, objects = self.len(),
+                            list_mode = self.inner.list_mode.as_str(),
+                            content_type = self.inner.wire.as_str(), "first list complete");
                         next_resync =
                             period.and_then(|p| tokio::time::Instant::now().checked_add(p));
                     }
@@ -510,6 +518,7 @@ mod tests {
             None,
             CachedPod::trimmed,
             ListMode::default(),
+            WireFormat::default(),
         )
     }
 
@@ -556,6 +565,7 @@ mod tests {
             resync,
             CachedPod::trimmed,
             ListMode::default(),
+            WireFormat::default(),
         );
         let log = Arc::new(Mutex::new(Vec::new()));
         let origins = Arc::new(Mutex::new(Vec::new()));

@@ -46,7 +46,7 @@ pub(crate) struct ListMode {
 impl ListMode {
     /// `"streaming"` or `"paged"`.
     pub(crate) fn as_str(&self) -> &'static str {
-        if self.paged.load(Ordering::Relaxed) {
+        if self.is_paged() {
             "paged"
         } else {
             "streaming"
@@ -60,10 +60,17 @@ impl ListMode {
         }
     }
 
+    pub(crate) fn is_paged(&self) -> bool {
+        self.paged.load(Ordering::Relaxed)
+    }
+
     fn fall_back(&self) {
         self.paged.store(true, Ordering::Relaxed);
     }
 }
+
+/// One informer's watch events, as every list-and-watch of this module yields them.
+pub(crate) type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
 
 /// The watch events of one informer: a streamed list and its watch, until the API server refuses the
 /// stream; from then on kube's paged list and watch. `streaming` must come from a
@@ -74,73 +81,74 @@ pub(crate) fn list_and_watch<K>(
     paged: Api<K>,
     kind: String,
     mode: ListMode,
-) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
+) -> Events<K>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
     let paged_watch =
         move || watcher(paged, watcher::Config::default().page_size(PAGE_SIZE)).boxed();
-    if mode.as_str() == "paged" {
+    if mode.is_paged() {
         return paged_watch();
     }
     let streamed = watcher(streaming, watcher::Config::default().streaming_lists());
-    falling_back(streamed, paged_watch, kind, mode)
+    pages_after_a_refused_stream(streamed, paged_watch, kind, mode)
 }
 
-/// `first` until it yields a refusal of the stream, then what `fallback` makes (see the module header).
-fn falling_back<K, S>(
-    first: S,
-    fallback: impl FnOnce() -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
-    + Send
-    + 'static,
+/// `streamed` until the API server refuses the stream, then what `paged` makes, with `mode` switched
+/// to paged and the switch logged once (see the module header).
+pub(crate) fn pages_after_a_refused_stream<K, S>(
+    streamed: S,
+    paged: impl FnOnce() -> Events<K> + Send + 'static,
     kind: String,
     mode: ListMode,
-) -> BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>
+) -> Events<K>
 where
     K: Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    struct State<K, F> {
-        events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
-        fallback: Option<F>,
-        kind: String,
-        mode: ListMode,
-        /// Whether the first complete list was logged.
-        told: bool,
-    }
-    let state = State {
-        events: first.boxed(),
-        fallback: Some(fallback),
-        kind,
-        mode,
-        told: false,
-    };
-    futures::stream::unfold(state, |mut state| async move {
+    falling_back(streamed, paged, is_refused_stream, move |error| {
+        tracing::info!(%kind, %error,
+            "the API server refused a streamed list (watch-list); listing in pages from now on");
+        mode.fall_back();
+    })
+}
+
+/// `first` until it yields an error `refused` accepts; then `on_refusal` is told (once) and the events
+/// are what `fallback` makes, the refusal itself swallowed. A refusal is the answer to the first
+/// request, before any event, and the fallback starts with a full list: nothing is lost.
+pub(crate) fn falling_back<K, S>(
+    first: S,
+    fallback: impl FnOnce() -> Events<K> + Send + 'static,
+    refused: fn(&watcher::Error) -> bool,
+    on_refusal: impl FnOnce(&watcher::Error) + Send + 'static,
+) -> Events<K>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    type Switch<K> = Box<dyn FnOnce(&watcher::Error) -> Events<K> + Send>;
+    let switch: Switch<K> = Box::new(move |error| {
+        on_refusal(error);
+        fallback()
+    });
+    let state = (first.boxed(), Some(switch));
+    futures::stream::unfold(state, move |(mut events, mut switch)| async move {
         loop {
-            let item = state.events.next().await?;
+            let item = events.next().await?;
             if let Err(error) = &item
-                && is_refused_stream(error)
-                && let Some(fallback) = state.fallback.take()
+                && refused(error)
+                && let Some(switch) = switch.take()
             {
-                tracing::info!(kind = %state.kind, %error,
-                    "the API server refused a streamed list (watch-list); listing in pages from now on");
-                state.mode.fall_back();
-                state.events = fallback();
+                events = switch(error);
                 continue;
             }
-            if matches!(item, Ok(watcher::Event::InitDone)) && !state.told {
-                state.told = true;
-                tracing::info!(kind = %state.kind, list_mode = state.mode.as_str(), "first list complete");
-            }
-            return Some((item, state));
+            return Some((item, (events, switch)));
         }
     })
     .boxed()
 }
 
-/// Whether the API server refused the request that opens a streamed list: the parameters are invalid to
-/// it (422), or it could not take them at all (400).
-fn is_refused_stream(error: &watcher::Error) -> bool {
+pub(crate) fn is_refused_stream(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchStartFailed(kube::Error::Api(status))
         if status.code == 422 || status.code == 400)
 }

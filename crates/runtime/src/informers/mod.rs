@@ -16,16 +16,21 @@
 //!   within 2 s, and at once after a 410 Gone, so informers resume promptly after an API server restart.
 //! - `list_mode`: full lists streamed as a watch's initial events where the API server supports it
 //!   (KEP-3157), in pages otherwise.
+//! - [`ContentType`] (`content_type`): protobuf for pods and nodes (`crate::protobuf`, listed and
+//!   watched by `protobuf_watch`), JSON for the rest, JSON after a server refused protobuf.
 //! - `watch_delay`: a watch whose events reach the cache a fixed delay late, for learners and tests
 //!   (`mini-kcm up --watch-delay`).
 
 mod backoff;
+mod content_type;
 mod factory;
 mod informer;
 mod list_mode;
+mod protobuf_watch;
 mod store;
 mod watch_delay;
 
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
+pub use content_type::{ContentType, UnknownContentType};
 pub use factory::{SharedInformers, Watched};
 pub use informer::{Change, Indexer, Informer, Origin};
