@@ -2,7 +2,8 @@
 //! server's watch-list on (its default: lists streamed as a watch's initial events, KEP-3157) and off
 //! (`--feature-gates=WatchList=false`: the API server refuses the stream, the informers list in pages).
 //! Either way the manager's caches sync, every watch forced to expire (the plane's `expire_watches`)
-//! is followed by a relist that brings the caches up to date, each informer shows the mode it used in
+//! is followed by a relist that brings the caches up to date, each informer shows the mode and the
+//! content type (protobuf for pods and nodes, JSON for the rest) it used in
 //! the live view, and the API server's audit log shows the requests that mode makes: a streamed list
 //! without `resourceVersion=0` (a consistent read), and without watch-list one refused stream per
 //! informer, not one per relist.
@@ -131,6 +132,10 @@ async fn lists_and_relists(flags: &[&str], mode: &str) {
     let synced = wait_for_lists(&manager, 1, PODS).await;
     for informer in &synced {
         assert_eq!(informer["list_mode"], mode, "{informer:#?}");
+        // Pods and nodes in protobuf (the default content type), the rest in JSON; either list mode.
+        let protobuf = matches!(informer["kind"].as_str(), Some("Pod" | "Node"));
+        let expected = if protobuf { "protobuf" } else { "json" };
+        assert_eq!(informer["content_type"], expected, "{informer:#?}");
     }
 
     plane.expire_watches().await.unwrap();

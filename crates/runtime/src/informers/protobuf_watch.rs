@@ -262,39 +262,11 @@ impl Source {
                 resource_version,
                 mut body,
             } => match body.next::<K>().await {
-                Some(Ok(
-                    frame @ (WatchFrame::Added(_)
-                    | WatchFrame::Modified(_)
-                    | WatchFrame::Deleted(_)),
-                )) => {
-                    let (object, deleted) = match frame {
-                        WatchFrame::Deleted(o) => (o, true),
-                        WatchFrame::Added(o) | WatchFrame::Modified(o) => (o, false),
-                        _ => {
-                            return (
-                                None,
-                                State::Watching {
-                                    resource_version,
-                                    body,
-                                },
-                            );
-                        }
-                    };
-                    let Some(resource_version) = object.meta().resource_version.clone() else {
-                        return (Some(Err(watcher::Error::NoResourceVersion)), State::Empty);
-                    };
-                    let event = if deleted {
-                        watcher::Event::Delete(object)
-                    } else {
-                        watcher::Event::Apply(object)
-                    };
-                    (
-                        Some(Ok(event)),
-                        State::Watching {
-                            resource_version,
-                            body,
-                        },
-                    )
+                Some(Ok(WatchFrame::Added(object) | WatchFrame::Modified(object))) => {
+                    changed(watcher::Event::Apply, object, body)
+                }
+                Some(Ok(WatchFrame::Deleted(object))) => {
+                    changed(watcher::Event::Delete, object, body)
                 }
                 Some(Ok(WatchFrame::Bookmark {
                     resource_version, ..
@@ -381,6 +353,25 @@ impl Source {
             )));
         }
         Ok(response)
+    }
+}
+
+/// A watch's change as the event `event` makes of it, the watch going on from the object's
+/// resourceVersion (an object without one cannot be resumed from: list again).
+fn changed<K: ProtobufKind>(
+    event: fn(K) -> watcher::Event<K>,
+    object: K,
+    body: WatchBody,
+) -> Step<K> {
+    match object.meta().resource_version.clone() {
+        Some(resource_version) => (
+            Some(Ok(event(object))),
+            State::Watching {
+                resource_version,
+                body,
+            },
+        ),
+        None => (Some(Err(watcher::Error::NoResourceVersion)), State::Empty),
     }
 }
 
