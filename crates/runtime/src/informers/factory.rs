@@ -20,9 +20,10 @@ use super::{Indexer, Informer};
 use crate::inspect::InformerView;
 
 /// A kind an informer can watch: how to build its `Api` for the whole cluster or one namespace (kube's
-/// constructors differ between static and dynamic kinds), and what the cache keeps of an object. The
-/// watch decodes the kind itself: pods are watched as `CachedPod`, whose decoding reads only the fields
-/// the controllers read (`crate::pods::cached`).
+/// constructors differ between static and dynamic kinds), what the cache keeps of an object, and
+/// whether it can be read in protobuf. The watch decodes the kind itself: pods are watched as
+/// `CachedPod`, whose decoding reads only the fields the controllers read (`crate::pods::cached`), in
+/// JSON or protobuf alike (`crate::protobuf`).
 pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
     fn scoped_api(
         client: Client,

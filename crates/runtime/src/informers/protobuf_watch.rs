@@ -231,10 +231,7 @@ impl Source {
                     } else {
                         State::StreamingList { body }
                     };
-                    (
-                        Some(Err(watcher::Error::WatchError(status))),
-                        next,
-                    )
+                    (Some(Err(watcher::Error::WatchError(status))), next)
                 }
                 Some(Err(e)) => (Some(Err(watcher::Error::WatchFailed(e))), State::Empty),
                 // Ended before the list did: list again.
@@ -286,10 +283,7 @@ impl Source {
                             body,
                         }
                     };
-                    (
-                        Some(Err(watcher::Error::WatchError(status))),
-                        next,
-                    )
+                    (Some(Err(watcher::Error::WatchError(status))), next)
                 }
                 // A broken body or an undecodable frame: the stream cannot be trusted past it; watch
                 // again from the last version seen.
