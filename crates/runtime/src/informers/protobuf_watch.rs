@@ -22,7 +22,7 @@ use kube::Client;
 use kube::runtime::watcher;
 
 use crate::protobuf::messages::DecodedList;
-use crate::protobuf::wire::{decode_status, decode_watch_event};
+use crate::protobuf::watch_event::{decode_status, decode_watch_event};
 use crate::protobuf::{DecodeError, Frames, PROTOBUF, PROTOBUF_WATCH, ProtobufKind, WatchFrame};
 
 use super::list_mode::{Events, ListMode, PAGE_SIZE, pages_after_a_refused_stream};
@@ -444,7 +444,7 @@ mod tests {
     use super::*;
     use crate::pods::cached::CachedPod;
     use crate::protobuf::messages::encode::{bookmark, pod, pod_list};
-    use crate::protobuf::wire::encode::{frame, status};
+    use crate::protobuf::watch_event::encode::{frame, status};
     use std::sync::{Arc, Mutex};
 
     /// What a fake API server answers: status, content type, body.

@@ -5,7 +5,8 @@ use bytes::Bytes;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::messages::{ProtobufKind, cached_node};
-use super::wire::{Frames, WatchFrame, decode_status, decode_watch_event};
+use super::watch_event::{WatchFrame, decode_status, decode_watch_event};
+use super::wire::Frames;
 use crate::pods::cached::CachedPod;
 
 macro_rules! fixture {

@@ -28,13 +28,15 @@
 //! trimmed for the cache.
 
 pub(crate) mod messages;
+pub(crate) mod watch_event;
 pub(crate) mod wire;
 
 #[cfg(test)]
 mod fixture_tests;
 
 pub(crate) use messages::ProtobufKind;
-pub(crate) use wire::{DecodeError, Frames, WatchFrame};
+pub(crate) use watch_event::WatchFrame;
+pub(crate) use wire::{DecodeError, Frames};
 
 /// The content type of a protobuf object or list.
 pub(crate) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
