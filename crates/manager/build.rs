@@ -1,6 +1,6 @@
 //! Build metadata for `mini-kcm version`, the build-info metric and `/statusz`: the git revision of the
-//! source, the Kubernetes version mini-kcm mirrors (pinned in deploy/control-plane/versions.env) and the
-//! compiler's version.
+//! source, the Kubernetes version mini-kcm mirrors and the oldest minor it supports (both in
+//! deploy/control-plane/versions.env) and the compiler's version.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,16 +17,19 @@ fn main() {
     let versions =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/control-plane/versions.env");
     println!("cargo:rerun-if-changed={}", versions.display());
-    let kubernetes = std::fs::read_to_string(&versions)
-        .ok()
-        .and_then(|text| {
-            text.lines().find_map(|l| {
-                l.strip_prefix("KUBERNETES_VERSION=")
-                    .map(|v| v.trim().to_string())
-            })
+    let text = std::fs::read_to_string(&versions).unwrap_or_default();
+    let value = |key: &str| {
+        text.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix('='))
+                .map(|v| v.trim().to_string())
         })
-        .unwrap_or_else(|| "unknown".into());
+    };
+    let kubernetes = value("KUBERNETES_VERSION").unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=MINI_KCM_KUBERNETES_VERSION={kubernetes}");
+    // Empty when missing: the manager then warns of no server as too old.
+    let oldest = value("OLDEST_SUPPORTED_MINOR").unwrap_or_default();
+    println!("cargo:rustc-env=MINI_KCM_OLDEST_SUPPORTED_MINOR={oldest}");
 
     // Rebuild when HEAD moves: watch HEAD and the branch file it points to (when they exist), so a
     // build without git does not rerun this script every time.

@@ -745,7 +745,7 @@ async fn rollback_reuses_the_old_revision(family: ApiFamily) {
     wait_rolled_out(&ns, family, 2).await;
     let first = wait_revisions(&ns, &uid, "the first revision", |r| r.len() == 1).await;
     let first = first[0].clone();
-    assert_eq!(first.revision, 1);
+    assert_eq!(first.revision, Some(1));
 
     patch(&ns, family, image("3.9")).await;
     wait_rolled_out(&ns, family, 2).await;
@@ -756,7 +756,7 @@ async fn rollback_reuses_the_old_revision(family: ApiFamily) {
     wait_rolled_out(&ns, family, 2).await;
     let revisions = wait_revisions(&ns, &uid, "the first revision renumbered to 3", |r| {
         r.iter()
-            .any(|r| r.metadata.name == first.metadata.name && r.revision == 3)
+            .any(|r| r.metadata.name == first.metadata.name && r.revision == Some(3))
     })
     .await;
     assert_eq!(
@@ -813,7 +813,7 @@ async fn adopts_and_deduplicates_a_copy_of_the_current_revision(family: ApiFamil
             ..Default::default()
         },
         data: original.data.clone(),
-        revision: 5,
+        revision: Some(5),
     };
     ns.api::<ControllerRevision>()
         .create(&PostParams::default(), &duplicate)
@@ -823,7 +823,7 @@ async fn adopts_and_deduplicates_a_copy_of_the_current_revision(family: ApiFamil
         r.len() == 1 && r[0].metadata.name.as_deref() == Some("web-duplicate")
     })
     .await;
-    assert_eq!(revisions[0].revision, 5);
+    assert_eq!(revisions[0].revision, Some(5));
     let pods = wait_pods(&ns, "the pods relabelled to the kept revision", |pods| {
         one_ready_pod_on_each(pods, &names)
             && pods

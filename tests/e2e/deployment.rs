@@ -223,9 +223,9 @@ async fn becomes_available_with_one_labelled_replica_set(family: ApiFamily) {
         .conditions
         .unwrap()
         .into_iter()
-        .find(|c| c.type_ == "Available")
+        .find(|c| c.type_.as_deref() == Some("Available"))
         .unwrap();
-    assert_eq!(available.status, "True");
+    assert_eq!(available.status.as_deref(), Some("True"));
     assert_eq!(
         available.reason.as_deref(),
         Some("MinimumReplicasAvailable")
@@ -516,9 +516,9 @@ async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
         .conditions
         .unwrap()
         .into_iter()
-        .find(|c| c.type_ == "Progressing")
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
         .unwrap();
-    assert_eq!(condition.status, "False");
+    assert_eq!(condition.status.as_deref(), Some("False"));
     assert!(
         condition
             .message

@@ -577,14 +577,8 @@ async fn the_node_grid_shows_taints_node_selectors_and_missing_pods() {
 
     // The DaemonSet, selecting the test's nodes only (the plane's own lack the label).
     let mut ds = daemon_set("agent");
-    ds.spec
-        .as_mut()
-        .unwrap()
-        .template
-        .spec
-        .as_mut()
-        .unwrap()
-        .node_selector = Some(BTreeMap::from([(NODE_LABEL.to_string(), ns.name.clone())]));
+    ds.spec.template.spec.as_mut().unwrap().node_selector =
+        Some(BTreeMap::from([(NODE_LABEL.to_string(), ns.name.clone())]));
     ns.api::<DaemonSet>()
         .create(&PostParams::default(), &ds)
         .await

@@ -407,7 +407,10 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
             |rs| {
                 rs.and_then(|rs| rs.status.as_ref())
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "ReplicaFailure"))
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_.as_deref() == Some("ReplicaFailure"))
+                    })
             },
         )
         .await
@@ -419,9 +422,9 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
         .conditions
         .unwrap()
         .into_iter()
-        .find(|c| c.type_ == "ReplicaFailure")
+        .find(|c| c.type_.as_deref() == Some("ReplicaFailure"))
         .unwrap();
-    assert_eq!(condition.status, "True");
+    assert_eq!(condition.status.as_deref(), Some("True"));
     assert_eq!(condition.reason.as_deref(), Some("FailedCreate"));
     assert!(
         condition
@@ -492,9 +495,10 @@ async fn reports_replica_failure_when_pods_are_rejected(family: ApiFamily) {
         |rs| {
             rs.and_then(|rs| rs.status.as_ref()).is_some_and(|s| {
                 s.replicas == 3
-                    && s.conditions
-                        .as_ref()
-                        .is_none_or(|cs| cs.iter().all(|c| c.type_ != "ReplicaFailure"))
+                    && s.conditions.as_ref().is_none_or(|cs| {
+                        cs.iter()
+                            .all(|c| c.type_.as_deref() != Some("ReplicaFailure"))
+                    })
             })
         },
     )

@@ -24,12 +24,12 @@ pub fn deployment(name: &str, replicas: i32) -> Deployment {
             name: Some(name.into()),
             ..Default::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(replicas),
             selector: selector(name),
             template: pod_template(name),
             ..Default::default()
-        }),
+        },
         ..Default::default()
     }
 }
@@ -40,11 +40,11 @@ pub fn daemon_set(name: &str) -> DaemonSet {
             name: Some(name.into()),
             ..Default::default()
         },
-        spec: Some(DaemonSetSpec {
+        spec: DaemonSetSpec {
             selector: selector(name),
             template: pod_template(name),
             ..Default::default()
-        }),
+        },
         ..Default::default()
     }
 }
@@ -260,7 +260,7 @@ pub fn progressing_reason(d: &DeploymentObject) -> Option<String> {
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "Progressing")
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
         .and_then(|c| c.reason.clone())
 }
 

@@ -169,7 +169,7 @@ async fn one_run(ctx: &Context, side: Side, round: u32) -> Result<FailoverRun, B
                     .name
                     .as_deref()
                     .is_some_and(|n| n.starts_with(target))
-                    && rs.spec.as_ref().and_then(|s| s.replicas) == Some(new_size)
+                    && rs.spec.replicas == Some(new_size)
             }) {
                 first_write = Some(killed.elapsed());
             }
@@ -178,7 +178,7 @@ async fn one_run(ctx: &Context, side: Side, round: u32) -> Result<FailoverRun, B
             .get(target)
             .await
             .map_err(|e| BenchError::kube("reading the Deployment", e))?;
-        if deployment_done(&d) && d.spec.as_ref().and_then(|s| s.replicas) == Some(new_size) {
+        if deployment_done(&d) && d.spec.replicas == Some(new_size) {
             break killed.elapsed();
         }
         if Instant::now() >= deadline {

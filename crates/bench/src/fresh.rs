@@ -212,8 +212,7 @@ async fn watch_until_all_done(
             let complete = deployment_done(&object)
                 && (!is_target
                     || scaled_at.is_some()
-                        && object.spec.as_ref().and_then(|s| s.replicas)
-                            == target.as_ref().map(|t| t.replicas));
+                        && object.spec.replicas == target.as_ref().map(|t| t.replicas));
             if !complete {
                 done.remove(&name);
                 continue;

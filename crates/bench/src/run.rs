@@ -439,7 +439,7 @@ async fn drive(
 
 /// Complete as `kubectl rollout status` means it, and every replica available.
 pub(crate) fn deployment_done(d: &Deployment) -> bool {
-    let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let want = d.spec.replicas.unwrap_or(1);
     let Some(status) = &d.status else {
         return false;
     };
@@ -451,7 +451,7 @@ pub(crate) fn deployment_done(d: &Deployment) -> bool {
 }
 
 pub(crate) fn replica_set_done(r: &ReplicaSet) -> bool {
-    let want = r.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let want = r.spec.replicas.unwrap_or(1);
     let Some(status) = &r.status else {
         return false;
     };

@@ -276,7 +276,7 @@ async fn make_stale(api: &Api<ReplicaSet>) -> Result<(), BenchError> {
         .map_err(|e| BenchError::kube("listing the ReplicaSets", e))?;
     futures::stream::iter(listed.items.iter().map(Ok))
         .try_for_each_concurrent(CONCURRENCY, |rs| async move {
-            let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let want = rs.spec.replicas.unwrap_or(1);
             let stale = json!({ "status": {
                 "replicas": want,
                 "fullyLabeledReplicas": want,

@@ -143,9 +143,27 @@ pub(crate) fn object_schema<Spec: JsonSchema, Status: JsonSchema>() -> Value {
 /// Definitions a kind does not use (a DeploymentStatus in the ReplicaSet schema) are skipped.
 fn annotate_definitions(definitions: &mut Map<String, Value>) {
     for (definition, property, keys) in LIST_MAPS {
-        if let Some(list) = definition_property(definitions, definition, property) {
-            list["x-kubernetes-list-type"] = json!("map");
-            list["x-kubernetes-list-map-keys"] = json!(keys);
+        let Some(list) = definition_property(definitions, definition, property) else {
+            continue;
+        };
+        list["x-kubernetes-list-type"] = json!("map");
+        list["x-kubernetes-list-map-keys"] = json!(keys);
+        // A CRD's list-map key must be required (or defaulted). Since 1.37 the API marks the `type` of
+        // the workloads' conditions optional (k8s-openapi's v1_37 follows), though every condition upstream
+        // writes has one; the copies keep requiring it, as they did with 1.36's schema.
+        let item = list["items"]["$ref"]
+            .as_str()
+            .and_then(|r| r.rsplit('/').next())
+            .map(str::to_owned);
+        if let Some(item) = item.and_then(|name| definitions.get_mut(&name)) {
+            let required = item["required"].as_array().cloned().unwrap_or_default();
+            let mut names: Vec<Value> = required;
+            for key in *keys {
+                if !names.iter().any(|n| n == key) {
+                    names.push(json!(key));
+                }
+            }
+            item["required"] = Value::Array(names);
         }
     }
     for definition in ATOMIC_STRUCTS {

@@ -55,9 +55,15 @@ pub fn revision_data(ds: &DaemonSetObject) -> Result<Vec<u8>, HistoryError> {
     ))
 }
 
-/// The revision's data in upstream's canonical encoding (`None` without data).
+/// The revision's data in upstream's canonical encoding (`None` without data: 1.37's API requires it,
+/// older API servers accept a revision without, which then decodes as `null`).
 fn canonical_data(revision: &ControllerRevision) -> Option<Vec<u8>> {
-    revision.data.as_ref().map(|raw| go_json::to_vec(&raw.0))
+    (!revision.data.0.is_null()).then(|| go_json::to_vec(&revision.data.0))
+}
+
+/// The revision's number: absent reads as 0, as upstream's `int64` field does (optional since 1.37).
+pub(crate) fn revision_number(revision: &ControllerRevision) -> i64 {
+    revision.revision.unwrap_or_default()
 }
 
 /// Upstream `Match`: whether `revision` records the template whose [`revision_data`] is `data`.
@@ -121,8 +127,8 @@ pub(crate) fn build_revision(
             owner_references: Some(vec![owner]),
             ..Default::default()
         },
-        data: Some(RawExtension(serde_json::from_slice(data)?)),
-        revision,
+        data: RawExtension(serde_json::from_slice(data)?),
+        revision: Some(revision),
     })
 }
 
@@ -133,12 +139,9 @@ pub(crate) fn revision_create_body(
     revision: &ControllerRevision,
     data: &[u8],
 ) -> Result<Vec<u8>, HistoryError> {
-    let without_data = ControllerRevision {
-        data: None,
-        ..revision.clone()
-    };
-    let mut value = serde_json::to_value(&without_data)?;
+    let mut value = serde_json::to_value(revision)?;
     if let Value::Object(fields) = &mut value {
+        fields.remove("data");
         fields
             .entry("apiVersion")
             .or_insert_with(|| Value::String("apps/v1".to_owned()));
@@ -213,7 +216,7 @@ pub(crate) fn find_matching_history<'a>(
 
 /// The highest revision number (0 for none). The current revision must be numbered one above the old ones.
 pub(crate) fn max_revision<'a>(histories: impl IntoIterator<Item = &'a ControllerRevision>) -> i64 {
-    histories.into_iter().map(|h| h.revision).fold(0, i64::max)
+    histories.into_iter().map(revision_number).fold(0, i64::max)
 }
 
 /// Which of several revisions matching the current template to keep.
@@ -414,7 +417,7 @@ mod tests {
         };
         let revision = build_revision(&ds, &data, 3, owner).unwrap();
         assert!(revision_matches(&data, &revision));
-        assert_eq!(revision.revision, 3);
+        assert_eq!(revision.revision, Some(3));
         let labels = revision.metadata.labels.as_ref().unwrap();
         let hash = revision_hash(&data, None);
         assert_eq!(labels.get(REVISION_HASH_LABEL), Some(&hash));
@@ -460,8 +463,8 @@ mod tests {
                 labels: hash.map(|h| [(REVISION_HASH_LABEL.to_string(), h.to_string())].into()),
                 ..Default::default()
             },
-            data: None,
-            revision,
+            data: RawExtension::default(),
+            revision: Some(revision),
         }
     }
 
@@ -482,7 +485,7 @@ mod tests {
         let ds = ds_with_template(simple_template());
         let data = revision_data(&ds).unwrap();
         let mut current_a = rev("foo-a", 2, Some("a"));
-        current_a.data = Some(RawExtension(serde_json::from_slice(&data).unwrap()));
+        current_a.data = RawExtension(serde_json::from_slice(&data).unwrap());
         let mut current_b = rev("foo-b", 5, Some("b"));
         current_b.data = current_a.data.clone();
         let old = rev("foo-old", 4, Some("old"));

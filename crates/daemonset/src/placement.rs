@@ -6,7 +6,9 @@
 //! `should_continue_running` (an existing pod may stay). The controller asks this for every node in every
 //! sync, for status, and for every node event, so the template is parsed once into a [`DaemonPlacement`]
 //! (node selector, required node affinity, tolerations including the daemon defaults) and each node is then
-//! judged without allocating.
+//! judged without allocating. Upstream v1.37 does the same once per sync (`daemonPodTolerations` and
+//! `NewRequiredNodeAffinity` hoisted out of the per-node loops); here the parse is cached per DaemonSet
+//! generation, across syncs and node events.
 //!
 //! What counts, as upstream: the template's `nodeName`, `nodeSelector`, required node affinity, and taints
 //! with effect `NoSchedule`/`NoExecute` against the pod's tolerations. What does not: `PreferNoSchedule`
@@ -113,7 +115,7 @@ pub(crate) struct DaemonPlacement {
     required_terms: Option<Vec<NodeSelectorTermMatcher>>,
     /// The template's tolerations plus the daemon defaults, exactly as a created pod carries them.
     tolerations: Vec<Toleration>,
-    /// Feature gate `TaintTolerationComparisonOperators` (alpha in 1.35-1.36, off by default): whether
+    /// Feature gate `TaintTolerationComparisonOperators` (alpha in 1.35-1.37, off by default): whether
     /// tolerations with `Gt`/`Lt` operators can tolerate anything.
     comparison_operators: bool,
 }

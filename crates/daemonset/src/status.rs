@@ -334,8 +334,8 @@ mod tests {
         let mut with_extras = written;
         with_extras.collision_count = Some(3);
         with_extras.conditions = Some(vec![DaemonSetCondition {
-            type_: "Foreign".into(),
-            status: "True".into(),
+            type_: Some("Foreign".into()),
+            status: Some("True".into()),
             ..Default::default()
         }]);
         ds.status = Some(with_extras);

@@ -108,8 +108,8 @@ pub(crate) fn new_deployment_condition(
     now: Timestamp,
 ) -> DeploymentCondition {
     DeploymentCondition {
-        type_: type_.to_string(),
-        status: status.to_string(),
+        type_: Some(type_.to_string()),
+        status: Some(status.to_string()),
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         last_update_time: Some(Time(now)),
@@ -126,7 +126,7 @@ pub(crate) fn get_deployment_condition<'a>(
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == type_)
+        .find(|c| c.type_.as_deref() == Some(type_))
 }
 
 pub(crate) fn reason(c: &DeploymentCondition) -> &str {
@@ -141,7 +141,8 @@ pub(crate) fn set_deployment_condition(
     status: &mut DeploymentStatus,
     mut condition: DeploymentCondition,
 ) {
-    if let Some(current) = get_deployment_condition(status, &condition.type_) {
+    let type_ = condition.type_.clone().unwrap_or_default();
+    if let Some(current) = get_deployment_condition(status, &type_) {
         if current.status == condition.status && reason(current) == reason(&condition) {
             return;
         }
@@ -149,7 +150,7 @@ pub(crate) fn set_deployment_condition(
             condition.last_transition_time = current.last_transition_time.clone();
         }
     }
-    remove_deployment_condition(status, &condition.type_);
+    remove_deployment_condition(status, &type_);
     status
         .conditions
         .get_or_insert_with(Vec::new)
@@ -159,7 +160,7 @@ pub(crate) fn set_deployment_condition(
 /// Removes the condition of `type_` (an emptied list becomes absent, as upstream's nil slice).
 pub(crate) fn remove_deployment_condition(status: &mut DeploymentStatus, type_: &str) {
     if let Some(conditions) = status.conditions.as_mut() {
-        conditions.retain(|c| c.type_ != type_);
+        conditions.retain(|c| c.type_.as_deref() != Some(type_));
         if conditions.is_empty() {
             status.conditions = None;
         }
@@ -185,8 +186,8 @@ pub(crate) mod tests {
 
     pub(crate) fn cond(type_: &str, status: &str, reason: &str) -> DeploymentCondition {
         DeploymentCondition {
-            type_: type_.into(),
-            status: status.into(),
+            type_: Some(type_.into()),
+            status: Some(status.into()),
             reason: Some(reason.into()),
             ..Default::default()
         }
@@ -259,7 +260,10 @@ pub(crate) mod tests {
         );
         let c = s.conditions.as_ref().unwrap();
         assert_eq!(
-            (c[0].type_.as_str(), c[1].type_.as_str()),
+            (
+                c[0].type_.as_deref().unwrap_or_default(),
+                c[1].type_.as_deref().unwrap_or_default()
+            ),
             (AVAILABLE, PROGRESSING)
         );
         assert_eq!(c[1].last_transition_time, Some(Time(t0)));

@@ -449,7 +449,7 @@ mod tests {
         );
         let c = get_deployment_condition(d.status.as_ref().unwrap(), PROGRESSING).unwrap();
         assert_eq!(
-            (c.status.as_str(), c.reason.as_deref()),
+            (c.status.as_deref().unwrap_or_default(), c.reason.as_deref()),
             (CONDITION_FALSE, Some(reasons::FAILED_RS_CREATE))
         );
     }

@@ -869,8 +869,8 @@ mod tests {
             d.spec.progress_deadline_seconds = pds;
             d.status = Some(From::from(DeploymentStatus {
                 conditions: Some(vec![DeploymentCondition {
-                    type_: PROGRESSING.into(),
-                    status: "True".into(),
+                    type_: Some(PROGRESSING.into()),
+                    status: Some("True".into()),
                     reason: (!reason.is_empty()).then(|| reason.to_string()),
                     last_update_time: from.map(Time),
                     ..Default::default()

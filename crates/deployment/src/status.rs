@@ -130,7 +130,7 @@ pub(crate) fn rollout_status(
             // Unlike `set_deployment_condition`, the condition is renewed even when the reason is the
             // same: its lastUpdateTime is the progress clock.
             if let Some(current) = current {
-                if current.status == CONDITION_TRUE {
+                if current.status.as_deref() == Some(CONDITION_TRUE) {
                     c.last_transition_time = current.last_transition_time.clone();
                 }
                 remove_deployment_condition(&mut status, PROGRESSING);
@@ -167,7 +167,7 @@ fn replica_failure(
             .conditions
             .as_ref()?
             .iter()
-            .find(|c| c.type_ == REPLICA_FAILURE)
+            .find(|c| c.type_.as_deref() == Some(REPLICA_FAILURE))
             .map(replica_set_to_deployment_condition)
     };
     new_rs
@@ -393,10 +393,13 @@ mod tests {
         assert_eq!(s.collision_count, Some(2));
         assert_eq!(s.terminating_replicas, Some(0));
         let c = s.conditions.as_ref().unwrap();
-        assert_eq!(c[0].type_, "Custom");
+        assert_eq!(c[0].type_.as_deref(), Some("Custom"));
         // 4 available >= 5 - 1.
         assert_eq!(
-            (c[1].type_.as_str(), c[1].status.as_str()),
+            (
+                c[1].type_.as_deref().unwrap_or_default(),
+                c[1].status.as_deref().unwrap_or_default()
+            ),
             (AVAILABLE, CONDITION_TRUE)
         );
         assert_eq!(c[1].message.as_deref(), Some(messages::MINIMUM_AVAILABLE));
@@ -584,7 +587,7 @@ mod tests {
             };
             let got = got.unwrap_or_else(|| panic!("{}: no Progressing condition", c.name));
             assert_eq!(
-                (got.status.as_str(), reason(got)),
+                (got.status.as_deref().unwrap_or_default(), reason(got)),
                 (status, reason_),
                 "{}",
                 c.name
@@ -650,8 +653,8 @@ mod tests {
         let now = ts("2024-01-01T00:00:00Z");
         let failed_at = ts("2023-12-31T00:00:00Z");
         let failure = |msg: &str| ReplicaSetCondition {
-            type_: REPLICA_FAILURE.into(),
-            status: CONDITION_TRUE.into(),
+            type_: Some(REPLICA_FAILURE.into()),
+            status: Some(CONDITION_TRUE.into()),
             reason: Some("FailedCreate".into()),
             message: Some(msg.into()),
             last_transition_time: Some(Time(failed_at)),
@@ -690,8 +693,8 @@ mod tests {
         let pds = Some(60);
         let failed = vec![cond(PROGRESSING, CONDITION_FALSE, reasons::TIMED_OUT)];
         let stuck = vec![DeploymentCondition {
-            type_: PROGRESSING.into(),
-            status: CONDITION_TRUE.into(),
+            type_: Some(PROGRESSING.into()),
+            status: Some(CONDITION_TRUE.into()),
             last_update_time: Some(Time(ts("2017-02-15T18:49:00Z"))),
             ..Default::default()
         }];
@@ -805,7 +808,11 @@ mod tests {
         assert!(check_paused_conditions(&mut d, now));
         let c = get_deployment_condition(d.status.as_ref().unwrap(), PROGRESSING).unwrap();
         assert_eq!(
-            (c.status.as_str(), reason(c), c.message.as_deref()),
+            (
+                c.status.as_deref().unwrap_or_default(),
+                reason(c),
+                c.message.as_deref()
+            ),
             (CONDITION_UNKNOWN, reasons::PAUSED, Some(messages::PAUSED))
         );
         assert!(!check_paused_conditions(&mut d, now));

@@ -50,7 +50,7 @@ pub use process::ManagedProcess;
 pub use real_node::{
     CGROUP_ROOT as REAL_NODE_CGROUP_ROOT, NODE_TOOLS_IMAGE, REAL_NODE_TAINT, RealNodeOptions,
 };
-pub use versions::{KUBERNETES_VERSION_VAR, OLDEST_MINOR, VersionSet};
+pub use versions::{KUBERNETES_VERSION_VAR, VersionSet, oldest_supported_minor};
 
 /// The kwok stage file the simulated nodes run (documented in `deploy/kwok/stages.yaml`).
 pub(crate) const KWOK_STAGES: &str = include_str!("../../../deploy/kwok/stages.yaml");

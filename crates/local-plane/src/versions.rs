@@ -14,8 +14,28 @@ const VERSIONS_ENV: &str = include_str!("../../../deploy/control-plane/versions.
 /// Picks another Kubernetes version for a run ([`VersionSet::selected`]).
 pub const KUBERNETES_VERSION_VAR: &str = "MINI_KCM_KUBERNETES_VERSION";
 
-/// The oldest Kubernetes minor mini-kcm supports (docs/in-cluster.md#supported-kubernetes-versions).
-pub const OLDEST_MINOR: u32 = 34;
+/// The oldest Kubernetes minor mini-kcm supports (`OLDEST_SUPPORTED_MINOR` in versions.env; the manager
+/// reads the same line at build time; docs/versions-and-gates.md#supported-kubernetes-versions).
+pub fn oldest_supported_minor() -> Result<u32, PlaneError> {
+    let value = lookup(VERSIONS_ENV, "OLDEST_SUPPORTED_MINOR")?;
+    value.parse().map_err(|_| {
+        PlaneError::Versions(format!(
+            "OLDEST_SUPPORTED_MINOR={value:?} is not a Kubernetes minor"
+        ))
+    })
+}
+
+/// The value of `key` in a versions.env text (`KEY=value`, `#` comments).
+fn lookup(text: &str, key: &str) -> Result<String, PlaneError> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().trim_matches('"').to_string())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| PlaneError::Versions(format!("{key} missing in versions.env")))
+}
 
 /// The versions of Kubernetes (apiserver, scheduler, controller-manager, kubectl), etcd and kwok.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,16 +53,15 @@ impl VersionSet {
 
     fn parse(text: &str) -> Result<Self, PlaneError> {
         let lookup = |key: &str| {
-            text.lines()
-                .map(str::trim)
-                .filter(|line| !line.starts_with('#'))
-                .filter_map(|line| line.split_once('='))
-                .find(|(k, _)| k.trim() == key)
-                .map(|(_, v)| v.trim().trim_matches('"').to_string())
-                .filter(|v| v.starts_with('v'))
-                .ok_or_else(|| {
-                    PlaneError::Versions(format!("{key} missing or not of the form vX.Y.Z"))
-                })
+            lookup(text, key).and_then(|v| {
+                if v.starts_with('v') {
+                    Ok(v)
+                } else {
+                    Err(PlaneError::Versions(format!(
+                        "{key}={v} is not of the form vX.Y.Z"
+                    )))
+                }
+            })
         };
         Ok(VersionSet {
             kubernetes: lookup("KUBERNETES_VERSION")?,
@@ -61,19 +80,22 @@ impl VersionSet {
         }
     }
 
-    /// This set with another Kubernetes version (`1.35.4` or `v1.35.4`; 1.34 and later).
+    /// This set with another Kubernetes version (`1.35.4` or `v1.35.4`; the oldest supported minor and
+    /// later).
     pub fn with_kubernetes(mut self, version: &str) -> Result<Self, PlaneError> {
+        let oldest = oldest_supported_minor()?;
         let version = version.trim();
         let bare = version.strip_prefix('v').unwrap_or(version);
         let parts: Vec<&str> = bare.split('.').collect();
         let numbers: Option<Vec<u32>> = parts.iter().map(|p| p.parse().ok()).collect();
         match numbers.as_deref() {
-            Some([1, minor, _]) if *minor >= OLDEST_MINOR => {
+            Some([1, minor, _]) if *minor >= oldest => {
                 self.kubernetes = format!("v{bare}");
                 Ok(self)
             }
             Some([1, _, _]) => Err(PlaneError::Versions(format!(
-                "Kubernetes {version} is older than the oldest supported minor, 1.{OLDEST_MINOR}"
+                "Kubernetes {version} is older than the oldest supported minor, 1.{oldest} (upstream \
+                 supports the newest three minors)"
             ))),
             _ => Err(PlaneError::Versions(format!(
                 "{version:?} is not a Kubernetes version of the form 1.X.Y"
@@ -114,8 +136,9 @@ mod tests {
     #[test]
     fn pinned_versions_parse() {
         let v = VersionSet::pinned().expect("versions.env parses");
-        assert!(v.kubernetes.starts_with("v1.36."), "{v:?}");
-        assert!(v.etcd.starts_with("v3.6."), "{v:?}");
+        assert!(v.kubernetes.starts_with("v1.37."), "{v:?}");
+        assert!(v.etcd.starts_with("v3.7."), "{v:?}");
+        assert_eq!(oldest_supported_minor().unwrap(), 35);
         assert_eq!(v.kwok, "v0.8.0");
         assert_eq!(
             v.name(),
@@ -133,20 +156,25 @@ mod tests {
     #[test]
     fn another_kubernetes_version_keeps_etcd_and_kwok() {
         let pinned = VersionSet::pinned().unwrap();
-        let v = pinned.clone().with_kubernetes("1.34.4").unwrap();
-        assert_eq!(v.kubernetes, "v1.34.4");
-        assert_eq!(v.kubernetes_minor(), Some(34));
+        let v = pinned.clone().with_kubernetes("1.35.4").unwrap();
+        assert_eq!(v.kubernetes, "v1.35.4");
+        assert_eq!(v.kubernetes_minor(), Some(35));
         assert_eq!((&v.etcd, &v.kwok), (&pinned.etcd, &pinned.kwok));
         assert_eq!(
             pinned
                 .clone()
-                .with_kubernetes("v1.35.4")
+                .with_kubernetes("v1.36.3")
                 .unwrap()
                 .kubernetes,
-            "v1.35.4"
+            "v1.36.3"
         );
-        for bad in ["1.33.9", "1.35", "latest", "2.0.0"] {
+        for bad in ["1.34.4", "1.33.9", "1.35", "latest", "2.0.0"] {
             assert!(pinned.clone().with_kubernetes(bad).is_err(), "{bad}");
         }
+        let refused = pinned.with_kubernetes("1.34.4").unwrap_err().to_string();
+        assert!(
+            refused.contains("older than the oldest supported minor, 1.35"),
+            "{refused}"
+        );
     }
 }

@@ -279,9 +279,11 @@ pub async fn run(
     finish_election(&mut election).await
 }
 
-/// Turns off the gates whose fields the API server would drop (an older minor whose own gate for the
-/// field is off), so syncs do not write statuses that change nothing. Without the server's version the
-/// gates stay as given.
+/// Reads the API server's version: warns when it is older than the oldest supported minor (the
+/// controllers still run: nothing they read or write is missing there, but no test proves it), and turns
+/// off the gates whose fields the API server would drop (an older minor whose own gate for the field is
+/// off), so syncs do not write statuses that change nothing. Without the server's version the gates stay
+/// as given.
 async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) {
     let info = match client.apiserver_version().await {
         Ok(info) => info,
@@ -290,16 +292,13 @@ async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) 
             return;
         }
     };
-    // `minor` may carry a suffix (`34+` on some distributions).
-    let digits: String = info
-        .minor
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    let Ok(minor) = digits.parse::<u32>() else {
+    let Some(minor) = server_minor(&info.minor) else {
         tracing::warn!(version = %info.git_version, "unrecognised API server version; feature gates as given");
         return;
     };
+    if let Some(warning) = unsupported_server(minor, version::oldest_supported_minor()) {
+        tracing::warn!(server = %info.git_version, "{warning}");
+    }
     let turned_off = gates.for_server_minor(minor);
     if !turned_off.is_empty() {
         tracing::info!(
@@ -308,6 +307,24 @@ async fn adapt_gates_to_server(client: &kube::Client, gates: &mut FeatureGates) 
             "the API server drops the fields of these gates: off by default against it"
         );
     }
+}
+
+/// The minor of `/version`'s `minor` field, which may carry a suffix (`34+` on some distributions).
+fn server_minor(minor: &str) -> Option<u32> {
+    let digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The warning for an API server older than the oldest supported minor, if it is.
+fn unsupported_server(minor: u32, oldest: Option<u32>) -> Option<String> {
+    let oldest = oldest?;
+    (minor < oldest).then(|| {
+        format!(
+            "UNSUPPORTED API SERVER: Kubernetes 1.{minor} is older than the oldest supported minor, \
+             1.{oldest}; the controllers run as they would against 1.{oldest}, unproven (upgrade the \
+             cluster or run a mini-kcm release of that time)"
+        )
+    })
 }
 
 /// One loud warning per safety mechanism a learner switched off, and for caches made to lag: this
@@ -533,4 +550,32 @@ async fn bind(addr: std::net::SocketAddr) -> Result<tokio::net::TcpListener, Man
     tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ManagerError::MetricsServer { addr, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_minor_is_read_with_or_without_a_suffix() {
+        assert_eq!(server_minor("37"), Some(37));
+        assert_eq!(server_minor("34+"), Some(34));
+        assert_eq!(server_minor(""), None);
+        assert_eq!(server_minor("x"), None);
+    }
+
+    #[test]
+    fn a_server_older_than_the_oldest_supported_minor_is_warned_of() {
+        let oldest = version::oldest_supported_minor();
+        assert_eq!(oldest, Some(35), "versions.env's OLDEST_SUPPORTED_MINOR");
+        let warning = unsupported_server(34, oldest).expect("1.34 is out of support");
+        assert!(
+            warning.contains("Kubernetes 1.34 is older than the oldest supported minor, 1.35"),
+            "{warning}"
+        );
+        for supported in [35, 36, 37, 38] {
+            assert_eq!(unsupported_server(supported, oldest), None, "1.{supported}");
+        }
+        assert_eq!(unsupported_server(20, None), None, "no range known");
+    }
 }

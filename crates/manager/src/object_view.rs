@@ -236,8 +236,8 @@ macro_rules! condition_entry_from {
         impl From<&$condition> for ConditionEntry {
             fn from(c: &$condition) -> Self {
                 ConditionEntry {
-                    type_: c.type_.clone(),
-                    status: c.status.clone(),
+                    type_: c.type_.clone().unwrap_or_default(),
+                    status: c.status.clone().unwrap_or_default(),
                     reason: c.reason.clone(),
                     message: c.message.clone(),
                 }

@@ -21,6 +21,12 @@ pub(crate) const RUSTC_VERSION: &str = match option_env!("MINI_KCM_RUSTC_VERSION
     None => "rustc (unknown version)",
 };
 
+/// The oldest Kubernetes minor mini-kcm supports (`OLDEST_SUPPORTED_MINOR` in versions.env, from build.rs);
+/// `None` only for a build without that file.
+pub(crate) fn oldest_supported_minor() -> Option<u32> {
+    env!("MINI_KCM_OLDEST_SUPPORTED_MINOR").parse().ok()
+}
+
 pub const VERSION: Version = Version {
     version: env!("CARGO_PKG_VERSION"),
     git_revision: env!("MINI_KCM_GIT_REVISION"),

@@ -47,7 +47,7 @@ pub struct UpArgs {
     /// An image archive (`docker save` or OCI) to import into the real node; repeatable.
     #[arg(long = "image", value_name = "PATH", requires = "real_node")]
     images: Vec<PathBuf>,
-    /// Run the plane at another Kubernetes version (1.34 and later, e.g. 1.34.4): built once and cached
+    /// Run the plane at another Kubernetes version (1.35 and later, e.g. 1.35.4): built once and cached
     /// beside the pinned one. Default: $MINI_KCM_KUBERNETES_VERSION, else the pinned version.
     #[arg(long, value_name = "1.X.Y")]
     kubernetes_version: Option<String>,

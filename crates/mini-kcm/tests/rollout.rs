@@ -677,8 +677,8 @@ fn controller_revision(ds: &DaemonSetObject, revision: i64, image: &str) -> Cont
             }]),
             ..Default::default()
         },
-        revision,
-        data: Some(RawExtension(json!({"spec": {"template": template}}))),
+        revision: Some(revision),
+        data: RawExtension(json!({"spec": {"template": template}})),
     }
 }
 

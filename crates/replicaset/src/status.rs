@@ -65,18 +65,18 @@ pub(crate) fn calculate_status(
         }
     }
 
-    let existing_failure = status
-        .conditions
-        .as_ref()
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == REPLICA_FAILURE));
+    let existing_failure = status.conditions.as_ref().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c.type_.as_deref() == Some(REPLICA_FAILURE))
+    });
     match failure {
         Some(failure) if !existing_failure => {
             status
                 .conditions
                 .get_or_insert_with(Vec::new)
                 .push(ReplicaSetCondition {
-                    type_: REPLICA_FAILURE.to_string(),
-                    status: "True".to_string(),
+                    type_: Some(REPLICA_FAILURE.to_string()),
+                    status: Some("True".to_string()),
                     reason: Some(failure.reason.to_string()),
                     message: Some(failure.message.clone()),
                     last_transition_time: Some(Time(now)),
@@ -84,7 +84,7 @@ pub(crate) fn calculate_status(
         }
         None if existing_failure => {
             if let Some(conditions) = status.conditions.as_mut() {
-                conditions.retain(|c| c.type_ != REPLICA_FAILURE);
+                conditions.retain(|c| c.type_.as_deref() != Some(REPLICA_FAILURE));
             }
             if status.conditions.as_ref().is_some_and(Vec::is_empty) {
                 status.conditions = None;
@@ -227,7 +227,7 @@ mod tests {
         let conditions = failed.conditions.clone().unwrap();
         assert_eq!(conditions.len(), 1);
         assert_eq!(conditions[0].reason.as_deref(), Some("FailedCreate"));
-        assert_eq!(conditions[0].status, "True");
+        assert_eq!(conditions[0].status.as_deref(), Some("True"));
 
         // A second failure does not replace the first (its transition time stays).
         set.status = Some(failed.clone());

@@ -1,5 +1,5 @@
 //! Feature gates: kube-controller-manager's `--feature-gates` for the gates mini-kcm's controllers and
-//! manager consult, with the names, stages, defaults and locks they have in v1.36.
+//! manager consult, with the names, stages, defaults and locks they have in v1.37.
 //!
 //! Upstream keeps one process-wide gate table that every component shares; here the parsed gates are a
 //! value the manager hands to each controller (`ControllerOptions::features`), so a unit test can run a
@@ -7,10 +7,14 @@
 //! `Name=true,Other=false`, `AllAlpha=` / `AllBeta=` set every unlocked gate of that stage, a gate locked
 //! to its default cannot be changed, and an enabled gate whose dependency is off is an error.
 //!
-//! One deliberate difference: upstream refuses a name it does not know. kube-controller-manager knows
-//! every gate of every controller; mini-kcm runs three, so a gate that only other controllers consult
-//! (`JobPodReplacementPolicy=true`, copied from a kube-controller-manager's flags) is accepted and
-//! reported as ignored rather than stopping the manager.
+//! Names: upstream refuses a name it does not know (`unrecognized feature gate: X`), and so does mini-kcm,
+//! against the list of every gate kube-controller-manager v1.37.2 accepts (`data/kcm-feature-gates.txt`,
+//! read off the binary by `deploy/control-plane/kcm-feature-gates.sh`): a gate removed in 1.37 such as
+//! `LogarithmicScaleDown` is refused as upstream refuses it, and so is a locked gate set away from its
+//! value. A gate kube-controller-manager accepts but only its other controllers consult
+//! (`StaleControllerConsistencyHPA=true`, copied from a kube-controller-manager's flags) is accepted and
+//! reported as ignored rather than stopping the manager. Names may carry upstream's component prefix,
+//! `kube:` (the only component kube-controller-manager has).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,8 +30,6 @@ pub enum Feature {
     ComponentStatusz,
     /// `status.terminatingReplicas` of ReplicaSets and Deployments.
     DeploymentReplicaSetTerminatingReplicas,
-    /// Log2 age buckets when ranking pods for deletion (GA, locked on).
-    LogarithmicScaleDown,
     /// `controller.kubernetes.io/pod-deletion-cost` orders a ReplicaSet's scale-down.
     PodDeletionCost,
     /// Read-your-own-writes in the DaemonSet controller (KEP-5647).
@@ -58,7 +60,7 @@ impl fmt::Display for Stage {
     }
 }
 
-/// One gate as kube-controller-manager v1.36 defines it.
+/// One gate as kube-controller-manager v1.37 defines it.
 #[derive(Debug, Clone, Copy)]
 pub struct GateSpec {
     pub feature: Feature,
@@ -87,8 +89,10 @@ const fn gate(feature: Feature, name: &'static str, stage: Stage, default: bool)
     }
 }
 
-/// The gates, as `pkg/features`, client-go's and component-base's tables define them at v1.36.
-pub const GATES: [GateSpec; 10] = [
+/// The gates, as `pkg/features`, client-go's and component-base's tables define them at v1.37 (none of
+/// them changed stage or default between 1.35 and 1.37; `LogarithmicScaleDown`, GA and locked since 1.31,
+/// was removed in 1.37: its log2 buckets are simply how pods are ranked).
+pub const GATES: [GateSpec; 9] = [
     gate(Feature::AtomicFIFO, "AtomicFIFO", Stage::Beta, true),
     gate(Feature::ComponentFlagz, "ComponentFlagz", Stage::Beta, true),
     gate(
@@ -104,15 +108,6 @@ pub const GATES: [GateSpec; 10] = [
             Feature::DeploymentReplicaSetTerminatingReplicas,
             "DeploymentReplicaSetTerminatingReplicas",
             Stage::Beta,
-            true,
-        )
-    },
-    GateSpec {
-        locked: true,
-        ..gate(
-            Feature::LogarithmicScaleDown,
-            "LogarithmicScaleDown",
-            Stage::Ga,
             true,
         )
     },
@@ -182,6 +177,36 @@ pub enum FeatureGateError {
     },
     #[error("{name} is enabled, but depends on features that are disabled: {missing}")]
     Dependency { name: &'static str, missing: String },
+    #[error("unrecognized feature gate: {0}")]
+    Unrecognized(String),
+    /// A locked gate of kube-controller-manager's that mini-kcm's controllers do not consult.
+    #[error("cannot set feature gate {name} to {value}, feature is locked to {locked}")]
+    LockedElsewhere {
+        name: String,
+        value: bool,
+        locked: bool,
+    },
+}
+
+/// Every gate kube-controller-manager v1.37.2 accepts in `--feature-gates`, one per line (`#` comments),
+/// `Name` or `Name locked-to=true|false` (tests/e2e/bad_input.rs checks it against the built binary).
+pub const KUBE_CONTROLLER_MANAGER_GATES: &str = include_str!("../data/kcm-feature-gates.txt");
+
+/// How kube-controller-manager v1.37.2 takes the gate `name`: `None` when it does not know it, else the
+/// value it is locked to, if any.
+pub fn kube_controller_manager_gate(name: &str) -> Option<Option<bool>> {
+    KUBE_CONTROLLER_MANAGER_GATES
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next()? == name).then(|| {
+                words
+                    .next()
+                    .and_then(|w| w.strip_prefix("locked-to="))
+                    .and_then(parse_bool)
+            })
+        })
 }
 
 /// The gates in effect: every known gate at its default unless `--feature-gates` set it.
@@ -202,6 +227,7 @@ impl FeatureGates {
                 return Err(FeatureGateError::MissingValue(entry.to_string()));
             };
             let (name, value) = (name.trim(), value.trim());
+            let name = name.strip_prefix("kube:").unwrap_or(name);
             let on = parse_bool(value).ok_or_else(|| FeatureGateError::InvalidValue {
                 name: name.to_string(),
                 value: value.to_string(),
@@ -229,7 +255,17 @@ impl FeatureGates {
                 continue;
             }
             let Some(spec) = GATES.iter().find(|g| g.name == name) else {
-                gates.ignored.push(format!("{name}={on}"));
+                match kube_controller_manager_gate(&name) {
+                    None => return Err(FeatureGateError::Unrecognized(name)),
+                    Some(Some(locked)) if locked != on => {
+                        return Err(FeatureGateError::LockedElsewhere {
+                            name,
+                            value: on,
+                            locked,
+                        });
+                    }
+                    Some(_) => gates.ignored.push(format!("{name}={on}")),
+                }
                 continue;
             };
             if spec.locked && on != spec.default {
@@ -340,7 +376,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_upstreams_at_v1_36() {
+    fn defaults_are_upstreams_at_v1_37() {
         let gates = FeatureGates::default();
         for spec in GATES {
             assert_eq!(gates.enabled(spec.feature), spec.default, "{}", spec.name);
@@ -387,12 +423,27 @@ mod tests {
             "missing bool value for PodDeletionCost"
         );
         assert!(err("PodDeletionCost=maybe").contains("invalid value of PodDeletionCost=maybe"));
+        // Removed in 1.37: refused whatever the value, as upstream.
         assert_eq!(
-            err("LogarithmicScaleDown=false"),
-            "cannot set feature gate LogarithmicScaleDown to false, feature is locked to true"
+            err("LogarithmicScaleDown=true"),
+            "unrecognized feature gate: LogarithmicScaleDown"
         );
-        // Setting a locked gate to its own value is fine.
-        assert!(FeatureGates::parse("LogarithmicScaleDown=true").is_ok());
+        assert_eq!(
+            err("NoSuchGate=true"),
+            "unrecognized feature gate: NoSuchGate"
+        );
+        // A locked gate only other parts of kube-controller-manager consult: its own value is fine (and
+        // ignored), another is refused as upstream refuses it.
+        assert_eq!(
+            FeatureGates::parse("InOrderInformers=true")
+                .unwrap()
+                .ignored(),
+            ["InOrderInformers=true"]
+        );
+        assert_eq!(
+            err("InOrderInformers=false"),
+            "cannot set feature gate InOrderInformers to false, feature is locked to true"
+        );
         assert_eq!(
             err("AtomicFIFO=false"),
             "StaleControllerConsistencyDaemonSet is enabled, but depends on features that are disabled: AtomicFIFO"
@@ -418,15 +469,32 @@ mod tests {
         assert!(!gates.enabled(Feature::WatchListClient));
         assert!(!gates.enabled(Feature::AtomicFIFO));
         assert!(!gates.enabled(Feature::StaleControllerConsistencyReplicaSet));
-        // Locked GA gates are left alone.
-        assert!(gates.enabled(Feature::LogarithmicScaleDown));
+    }
+
+    #[test]
+    fn the_component_prefix_kube_is_accepted() {
+        let gates = FeatureGates::parse("kube:PodDeletionCost=false").unwrap();
+        assert!(!gates.enabled(Feature::PodDeletionCost));
+    }
+
+    #[test]
+    fn every_gate_consulted_here_is_one_kube_controller_manager_accepts() {
+        for spec in GATES {
+            assert_eq!(
+                kube_controller_manager_gate(spec.name),
+                Some(None),
+                "{} (known, not locked)",
+                spec.name
+            );
+        }
+        assert_eq!(kube_controller_manager_gate("LogarithmicScaleDown"), None);
     }
 
     #[test]
     fn gates_of_other_controllers_are_reported_not_applied() {
-        let gates =
-            FeatureGates::parse("JobPodReplacementPolicy=true,PodDeletionCost=false").unwrap();
-        assert_eq!(gates.ignored(), ["JobPodReplacementPolicy=true"]);
+        let gates = FeatureGates::parse("StaleControllerConsistencyHPA=true,PodDeletionCost=false")
+            .unwrap();
+        assert_eq!(gates.ignored(), ["StaleControllerConsistencyHPA=true"]);
         assert!(!gates.enabled(Feature::PodDeletionCost));
     }
 
@@ -454,7 +522,7 @@ mod tests {
         for spec in GATES {
             assert!(help.contains(spec.name), "{}", spec.name);
         }
-        assert!(help.contains("LogarithmicScaleDown=true|false (GA - default=true, locked)"));
+        assert!(!help.contains("LogarithmicScaleDown"));
         assert!(
             help.contains("TaintTolerationComparisonOperators=true|false (ALPHA - default=false)")
         );

@@ -62,9 +62,9 @@ impl ControllerMetrics {
             prometheus::HistogramOpts::new(
                 "sorting_deletion_age_ratio",
                 "The ratio of chosen deleted pod's ages to the current youngest pod's age (at the time). \
-                 Should be <2. The intent of this metric is to measure the rough efficacy of the \
-                 LogarithmicScaleDown feature gate's effect on the sorting (and deletion) of pods when a \
-                 replicaset scales down. This only considers Ready pods when calculating and reporting.",
+                 Should be <2. The intent of this metric is to measure the rough efficacy of the sorting \
+                 (and deletion) of pods when a replicaset scales down. This only considers Ready pods when \
+                 calculating and reporting.",
             )
             .subsystem(subsystem)
             .buckets(prometheus::exponential_buckets(0.25, 2.0, 6)?),

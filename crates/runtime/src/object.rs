@@ -191,7 +191,7 @@ mod tests {
         expected.managed_fields = None;
         expected.self_link = None;
         assert_eq!(ours.metadata, expected);
-        assert_eq!(ours.spec, theirs.spec.unwrap());
+        assert_eq!(ours.spec, theirs.spec);
         assert_eq!(ours.status, theirs.status);
     }
 

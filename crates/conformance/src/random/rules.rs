@@ -65,8 +65,8 @@ pub(crate) fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
     // operations change templates only by their image).
     let image = rs
         .spec
+        .template
         .as_ref()
-        .and_then(|s| s.template.as_ref())
         .and_then(|t| t.spec.as_ref())
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
@@ -321,7 +321,7 @@ mod tests {
         let mut rs = ReplicaSet::default();
         rs.metadata.labels =
             Some([("pod-template-hash".to_string(), "6f8b59f68d".to_string())].into());
-        rs.spec = Some(k8s_openapi::api::apps::v1::ReplicaSetSpec {
+        rs.spec = k8s_openapi::api::apps::v1::ReplicaSetSpec {
             template: Some(k8s_openapi::api::core::v1::PodTemplateSpec {
                 spec: Some(k8s_openapi::api::core::v1::PodSpec {
                     containers: vec![k8s_openapi::api::core::v1::Container {
@@ -333,7 +333,7 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        });
+        };
         assert_eq!(
             without_template_hash(&rs, "web1-6f8b59f68d"),
             "web1-<pod-template-hash of pause:3.9>"

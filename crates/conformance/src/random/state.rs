@@ -131,8 +131,8 @@ fn conditions(list: Option<Vec<(String, String, Option<String>)>>) -> Value {
 fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
     let status = rs.status.clone().unwrap_or_default();
     json!({
-        "image": image_of(rs.spec.as_ref().and_then(|s| s.template.as_ref()).and_then(|t| t.spec.as_ref())),
-        "replicas": rs.spec.as_ref().and_then(|s| s.replicas),
+        "image": image_of(rs.spec.template.as_ref().and_then(|t| t.spec.as_ref())),
+        "replicas": rs.spec.replicas,
         "revision": annotation(&rs.metadata, "deployment.kubernetes.io/revision"),
         "desiredReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/desired-replicas"),
         "maxReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/max-replicas"),
@@ -140,7 +140,7 @@ fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
                    status.available_replicas, status.terminating_replicas],
         "observedGeneration": status.observed_generation == rs.metadata.generation,
         "conditions": conditions(status.conditions.map(|c| c.into_iter()
-            .map(|c| (c.type_, c.status, c.reason)).collect())),
+            .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
         "owned": pods_of(pods, uid(&rs.metadata)),
     })
 }
@@ -163,7 +163,7 @@ pub(crate) fn normalise(
             .map(|rs| replica_set_view(rs, pods))
             .collect();
         children.sort_by_key(|v| v.to_string());
-        let spec = d.spec.clone().unwrap_or_default();
+        let spec = d.spec.clone();
         state.insert(
             format!("Deployment {name}"),
             json!({
@@ -174,7 +174,7 @@ pub(crate) fn normalise(
                            status.terminating_replicas],
                 "observedGeneration": status.observed_generation == d.metadata.generation,
                 "conditions": conditions(status.conditions.map(|c| c.into_iter()
-                    .map(|c| (c.type_, c.status, c.reason)).collect())),
+                    .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
                 "revision": annotation(&d.metadata, "deployment.kubernetes.io/revision"),
                 "replicaSets": children,
             }),
@@ -201,7 +201,7 @@ pub(crate) fn normalise(
     for ds in daemon_sets {
         let name = ds.metadata.name.clone().unwrap_or_default();
         let status = ds.status.clone().unwrap_or_default();
-        let template = ds.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        let template = ds.spec.template.spec.as_ref();
         let classes = rules::node_classes(nodes, template);
         // Every node, also those without a daemon pod; pods on a node that is gone apart.
         let mut per_node: BTreeMap<String, Vec<Value>> =
@@ -229,7 +229,7 @@ pub(crate) fn normalise(
         let mut numbers: Vec<i64> = revisions
             .iter()
             .filter(|r| controller_uid(&r.metadata) == Some(uid(&ds.metadata)))
-            .map(|r| r.revision)
+            .map(|r| r.revision.unwrap_or_default())
             .collect();
         numbers.sort_unstable();
         state.insert(

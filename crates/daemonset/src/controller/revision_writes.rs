@@ -28,7 +28,7 @@ use super::error::{HistoryFailure, SyncError};
 use super::snapshot::Snapshot;
 use crate::history::{
     build_revision, dedup_histories, live_hashes, max_revision, relabel_pod_patch,
-    revision_create_body, revision_data, revision_history_limit, revision_matches,
+    revision_create_body, revision_data, revision_history_limit, revision_matches, revision_number,
     revisions_to_clean_up,
 };
 use crate::manage::group_pods_by_node;
@@ -88,12 +88,12 @@ impl DaemonSetController {
             [only] => only.clone(),
             several => self.dedup(key, &api, several, pods).await?,
         };
-        let current = if current.revision < next_revision {
+        let current = if revision_number(&current) < next_revision {
             // The template went back to an old revision's (a rollback): that revision becomes the newest.
             let name = current.metadata.name.clone().unwrap_or_default();
             tracing::info!(
                 revision = %name,
-                from = current.revision,
+                from = revision_number(&current),
                 to = next_revision,
                 "the current template matches an older revision; renumbering it"
             );
@@ -322,7 +322,7 @@ impl DaemonSetController {
             let name = revision.metadata.name.as_deref().unwrap_or_default();
             tracing::info!(
                 revision = name,
-                number = revision.revision,
+                number = revision_number(revision),
                 limit,
                 "deleting an old ControllerRevision"
             );

@@ -678,7 +678,7 @@ async fn after_renumbering_a_revision_the_next_sync_waits_until_the_cache_shows_
         .expect("renumbers");
     assert_eq!(api.actions(), [format!("patch controllerrevisions {name}")]);
     let renumbered: ControllerRevision = api.get(&(), "default", &name).unwrap();
-    assert_eq!(renumbered.revision, 3);
+    assert_eq!(renumbered.revision, Some(3));
 
     assert_waits_for_the_cache(&api, &c).await;
     api.feed(&c.revisions, &());

@@ -1799,8 +1799,8 @@ async fn a_sync_adopts_orphan_revisions_of_its_namespace_only() {
             owner_references: owned.then(|| vec![controller_ref(&ds)]),
             ..Default::default()
         },
-        data: None,
-        revision: 1,
+        data: Default::default(),
+        revision: Some(1),
     };
     let mut cluster = Cluster::new(&ds);
     cluster.api.insert(&revision("ds1-x1", "default", true));

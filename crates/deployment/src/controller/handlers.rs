@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use mini_kcm_runtime::controller::wake::{self, wake};
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{
-    CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
-};
+use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::DeploymentController;
@@ -75,28 +73,18 @@ impl DeploymentController {
         }
     }
 
-    /// A Recreate rollout waits until no old pod runs: the deletion of the Deployment's last pod (the
-    /// cache no longer holds any pod of its ReplicaSets) wakes it, as upstream's `deletePod`.
+    /// A Recreate rollout waits until no old pod runs, so every deletion of one of its pods wakes a
+    /// Recreate Deployment, as upstream's `deletePod` (v1.37; until v1.36 upstream woke it only when a
+    /// fresh list found no pod left, one API call per deletion). The sync reads the pods from the cache.
     pub(crate) fn pod_deleted(&self, pod: &CachedPod, origin: Origin) {
         let Some(rs) = self.replica_sets.controller_of(&pod.metadata) else {
             return;
         };
         if let Some(d) = self.core.objects.controller_of(&rs.metadata)
             && strategy_type(&d) == RECREATE_STRATEGY
-            && !self.has_pods(&d)
         {
             let why = wake(origin, || wake::deleted("pod", &pod.metadata));
             self.core.enqueue(&d, why);
         }
-    }
-
-    /// Whether any cached pod is controlled by one of the ReplicaSets `d` controls.
-    fn has_pods(&self, d: &DeploymentObject) -> bool {
-        let uid = d.metadata.uid.as_deref().unwrap_or_default();
-        self.replica_sets
-            .by_index(CONTROLLER_UID_INDEX, uid)
-            .iter()
-            .filter_map(|rs| rs.metadata.uid.as_deref())
-            .any(|rs_uid| !self.pods.by_index(POD_CONTROLLER_INDEX, rs_uid).is_empty())
     }
 }

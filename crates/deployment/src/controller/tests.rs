@@ -211,58 +211,34 @@ fn pod_of(rs: &ReplicaSetObject, name: &str) -> CachedPod {
     pod
 }
 
-/// upstream: TestPodDeletionEnqueuesRecreateDeployment
+/// upstream: TestPodDeletionEnqueuesRecreateDeployment (v1.37's table: "last pod deleted", "pod with
+/// siblings deleted"): every deletion of a pod of a Recreate Deployment wakes it, whatever pods are
+/// left, in which of its ReplicaSets; a RollingUpdate Deployment is not woken by pod deletions.
 #[tokio::test]
-async fn a_pod_deletion_wakes_its_deployment_only_for_recreate() {
-    for (strategy_recreate, expected) in [(true, vec!["default/web"]), (false, vec![])] {
+async fn a_pod_deletion_wakes_a_recreate_deployment_whatever_pods_are_left() {
+    // (case, Recreate, pods left in the cache after the deletion: of `web-1`, of `web-2`; woken)
+    let cases = [
+        ("last pod deleted", true, 0, 0, true),
+        ("pod with siblings deleted", true, 1, 0, true),
+        ("pods left in another ReplicaSet", true, 0, 2, true),
+        ("a rolling update is not woken", false, 0, 0, false),
+        ("a rolling update with pods left", false, 1, 1, false),
+    ];
+    for (case, strategy_recreate, left_1, left_2, woken) in cases {
         let (c, f) = controller();
         let mut d = deployment("web", 1, 1, 0);
         if strategy_recreate {
             d = recreate(d);
         }
         c.core.objects.cache_insert(d.clone());
-        let rs = replica_set(&d, "web-hash", Some(("apps/v1", "web")));
-        c.replica_sets.cache_insert(rs.clone());
-        c.pod_deleted(&pod_of(&rs, "web-hash-x"), Origin::Watch);
-        assert_eq!(
-            drain_queue(&c.core).await,
-            expected,
-            "recreate: {strategy_recreate}"
-        );
-        assert!(f.api.requests().is_empty(), "a handler calls no API");
-    }
-}
-
-/// upstream: TestPodDeletionDoesntEnqueueRecreateDeployment,
-/// TestPodDeletionPartialReplicaSetOwnershipDoesntEnqueueRecreateDeployment (and the `Enqueues`
-/// variants): a Recreate Deployment is woken by the deletion of its last pod only, whichever of its
-/// ReplicaSets holds the pods left; an orphan ReplicaSet's pods do not count.
-#[tokio::test]
-async fn a_recreate_deployment_is_woken_only_when_its_last_pod_is_gone() {
-    // (pods left in the cache after the deletion: of `web-1`, of `web-2`, of the orphan; woken)
-    let cases = [
-        (0, 0, 0, true),
-        (1, 0, 0, false),
-        (0, 1, 0, false),
-        (0, 0, 1, true),
-    ];
-    for (left_1, left_2, left_orphan, woken) in cases {
-        let (c, f) = controller();
-        let d = recreate(deployment("web", 1, 1, 0));
-        c.core.objects.cache_insert(d.clone());
         let rs1 = replica_set(&d, "web-1", Some(("apps/v1", "web")));
         let rs2 = replica_set(&d, "web-2", Some(("apps/v1", "web")));
-        let orphan = replica_set(&d, "orphan", None);
-        let mut pods = Vec::new();
-        for (rs, left) in [(&rs1, left_1), (&rs2, left_2), (&orphan, left_orphan)] {
+        for (rs, left) in [(&rs1, left_1), (&rs2, left_2)] {
             c.replica_sets.cache_insert(rs.clone());
+            let rs_name = rs.metadata.name.as_deref().unwrap_or_default();
             for i in 0..left {
-                let rs_name = rs.metadata.name.as_deref().unwrap_or_default();
-                pods.push(pod_of(rs, &format!("{rs_name}-{i}")));
+                c.pods.cache_insert(pod_of(rs, &format!("{rs_name}-{i}")));
             }
-        }
-        for pod in pods {
-            c.pods.cache_insert(pod);
         }
         c.pod_deleted(&pod_of(&rs1, "web-1-gone"), Origin::Watch);
         let expected: Vec<String> = if woken {
@@ -270,13 +246,25 @@ async fn a_recreate_deployment_is_woken_only_when_its_last_pod_is_gone() {
         } else {
             vec![]
         };
-        assert_eq!(
-            drain_queue(&c.core).await,
-            expected,
-            "pods left: {left_1} of web-1, {left_2} of web-2, {left_orphan} of the orphan"
+        assert_eq!(drain_queue(&c.core).await, expected, "{case}");
+        assert!(
+            f.api.requests().is_empty(),
+            "{case}: a handler calls no API"
         );
-        assert!(f.api.requests().is_empty(), "a handler calls no API");
     }
+}
+
+/// A pod whose ReplicaSet no Deployment controls (an orphan ReplicaSet's pod) wakes nobody.
+#[tokio::test]
+async fn a_deleted_pod_of_an_orphan_replica_set_wakes_nobody() {
+    let (c, f) = controller();
+    let d = recreate(deployment("web", 1, 1, 0));
+    c.core.objects.cache_insert(d.clone());
+    let orphan = replica_set(&d, "orphan", None);
+    c.replica_sets.cache_insert(orphan.clone());
+    c.pod_deleted(&pod_of(&orphan, "orphan-x"), Origin::Watch);
+    assert_eq!(drain_queue(&c.core).await, Vec::<String>::new());
+    assert!(f.api.requests().is_empty(), "a handler calls no API");
 }
 
 #[tokio::test]

@@ -142,9 +142,9 @@ pub fn daemon_set_revisions(
     for cr in history {
         let template = revision_template(ds, cr)?;
         revisions.insert(
-            cr.revision,
+            cr.revision.unwrap_or_default(),
             Revision {
-                number: cr.revision,
+                number: cr.revision.unwrap_or_default(),
                 change_cause: change_cause(&cr.metadata),
                 template,
             },
@@ -171,12 +171,7 @@ pub fn revision_template(
     cr: &ControllerRevision,
 ) -> anyhow::Result<PodTemplateSpec> {
     let name = cr.metadata.name.as_deref().unwrap_or_default();
-    let Some(patch) = cr
-        .data
-        .as_ref()
-        .and_then(|d| d.0.get("spec"))
-        .and_then(|s| s.get("template"))
-    else {
+    let Some(patch) = cr.data.0.get("spec").and_then(|s| s.get("template")) else {
         return Ok(ds.spec.template.clone());
     };
     let mut patch = patch.clone();
@@ -389,8 +384,8 @@ mod tests {
                 name: Some(format!("agent-{revision}")),
                 ..Default::default()
             },
-            revision,
-            data: Some(RawExtension(data)),
+            revision: Some(revision),
+            data: RawExtension(data),
         }
     }
 

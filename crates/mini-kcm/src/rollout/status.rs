@@ -69,7 +69,7 @@ pub fn deployment_status(d: &DeploymentObject, revision: i64) -> anyhow::Result<
         .conditions
         .iter()
         .flatten()
-        .find(|c| c.type_ == PROGRESSING)
+        .find(|c| c.type_.as_deref() == Some(PROGRESSING))
         .is_some_and(|c| c.reason.as_deref() == Some(TIMED_OUT_REASON));
     if timed_out {
         bail!("deployment {name:?} exceeded its progress deadline");
@@ -313,8 +313,8 @@ mod tests {
     fn progress_deadline_exceeded_is_an_error_once_observed() {
         let mut status = d_status(1, 3, 1, 0);
         status.conditions = Some(vec![DeploymentCondition {
-            type_: PROGRESSING.into(),
-            status: "False".into(),
+            type_: Some(PROGRESSING.into()),
+            status: Some("False".into()),
             reason: Some(TIMED_OUT_REASON.into()),
             ..Default::default()
         }]);

@@ -140,10 +140,12 @@ pub fn plan_daemon_set_rollback(
     }
     let target = if to_revision == 0 {
         let mut sorted: Vec<&ControllerRevision> = history.iter().collect();
-        sorted.sort_by_key(|cr| cr.revision);
+        sorted.sort_by_key(|cr| cr.revision.unwrap_or_default());
         sorted.get(sorted.len().saturating_sub(2)).copied()
     } else {
-        history.iter().find(|cr| cr.revision == to_revision)
+        history
+            .iter()
+            .find(|cr| cr.revision.unwrap_or_default() == to_revision)
     };
     let Some(target) = target else {
         return Err(revision_not_found(to_revision));
@@ -334,8 +336,8 @@ mod tests {
                 }]),
                 ..Default::default()
             },
-            revision,
-            data: Some(RawExtension(json!({"spec": {"template": data}}))),
+            revision: Some(revision),
+            data: RawExtension(json!({"spec": {"template": data}})),
         }
     }
 

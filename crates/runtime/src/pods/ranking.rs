@@ -315,7 +315,8 @@ struct Rules {
 }
 
 /// Upstream `ActivePodsWithRanks.Less` as a three-way comparison, or `ActivePods.Less` without rules 4-5 and
-/// `now`; `now` enables the log2 buckets of rules 6 and 8 (LogarithmicScaleDown, GA since 1.31).
+/// `now`; `now` enables the log2 buckets of rules 6 and 8 (always, since v1.37 removed the
+/// `LogarithmicScaleDown` gate that chose them).
 fn decide(a: RankedPod<'_>, b: RankedPod<'_>, now: Option<Timestamp>, rules: Rules) -> Decision {
     let (pa, pb) = (a.pod, b.pod);
 
