@@ -17,7 +17,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 versions=("$@")
-((${#versions[@]})) || versions=(1.34.4 1.35.4)
+((${#versions[@]})) || versions=(1.35.4 1.36.3)
 tests=(--test replicaset --test deployment --test daemonset --test bad_input --test real_node
   --test conformance)
 out="target/version-matrix"

@@ -76,6 +76,10 @@ for tool in $(go mod edit -json | sed -n 's/.*"Path": "\(k8s.io\/kubernetes\/cmd
 done
 
 k8s_minor="${KUBERNETES_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
+# gomega's object formatting for the specs moved in 1.37 (test/utils/format → test/utils/ktesting/format).
+if ((k8s_minor < 37)); then
+  sed -i 's#"k8s.io/kubernetes/test/utils/ktesting/format"#"k8s.io/kubernetes/test/utils/format"#' suite_test.go
+fi
 ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${k8s_minor}"

@@ -36,7 +36,8 @@ import (
 	// still Ready, failures dump the namespace's objects and events, gomega prints objects readably.
 	_ "k8s.io/kubernetes/test/e2e/framework/debug/init"
 	_ "k8s.io/kubernetes/test/e2e/framework/node/init"
-	_ "k8s.io/kubernetes/test/utils/format"
+	// (test/utils/format before 1.37: build.sh rewrites this import for older versions.)
+	_ "k8s.io/kubernetes/test/utils/ktesting/format"
 
 	// Makes every client constructor available (the kubeconfig of a local plane uses client certificates).
 	_ "k8s.io/client-go/plugin/pkg/client/auth"

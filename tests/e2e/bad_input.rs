@@ -36,6 +36,95 @@ fn plane() -> &'static PlaneInfo {
 
 for_both_families!(bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet);
 
+/// `--feature-gates` refuses what kube-controller-manager refuses: the list of gates it accepts
+/// (`crates/runtime/data/kcm-feature-gates.txt`) is checked against the built kube-controller-manager of the
+/// pinned version, each gate tried once (a locked one at the other value), and names it dropped refused.
+#[tokio::test]
+async fn feature_gate_names_are_those_kube_controller_manager_accepts() {
+    use mini_kcm_local_plane::{Binaries, VersionSet};
+    use mini_kcm_runtime::features::{
+        FeatureGates, KUBE_CONTROLLER_MANAGER_GATES, kube_controller_manager_gate,
+    };
+    let (pinned, selected) = (
+        VersionSet::pinned().unwrap(),
+        VersionSet::selected().unwrap(),
+    );
+    if pinned != selected {
+        eprintln!(
+            "skipped: the gate list is kube-controller-manager {}'s, the plane is {}",
+            pinned.kubernetes, selected.kubernetes
+        );
+        return;
+    }
+    let kcm = Binaries::ensure(&pinned)
+        .await
+        .unwrap()
+        .path("kube-controller-manager");
+    // What kube-controller-manager says of `--feature-gates=NAME=VALUE` (it stops at the missing
+    // kubeconfig when it accepts the flag).
+    let answer = |gate: String| {
+        let kcm = kcm.clone();
+        async move {
+            let out = tokio::process::Command::new(&kcm)
+                .arg(format!("--feature-gates={gate}"))
+                .arg("--kubeconfig=/nonexistent")
+                .output()
+                .await
+                .unwrap();
+            (gate, String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    };
+    let mut probes = Vec::new();
+    for line in KUBE_CONTROLLER_MANAGER_GATES
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+    {
+        let name = line.split_whitespace().next().unwrap().to_string();
+        let value = match kube_controller_manager_gate(&name).unwrap() {
+            Some(locked) => !locked,
+            None => true,
+        };
+        probes.push(format!("{name}={value}"));
+    }
+    assert!(
+        probes.len() > 200,
+        "the list has every gate: {}",
+        probes.len()
+    );
+    let removed = ["LogarithmicScaleDown=true", "JobPodReplacementPolicy=true"];
+    probes.extend(removed.iter().map(|g| g.to_string()));
+    let mut answers = Vec::new();
+    for chunk in probes.chunks(8) {
+        answers.extend(join_all(chunk.iter().cloned().map(&answer)).await);
+    }
+    for (gate, said) in answers {
+        let ours = FeatureGates::parse(&gate)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        if said.contains("unrecognized feature gate") || said.contains("feature is locked to") {
+            let refused =
+                ours.expect_err(&format!("kube-controller-manager refuses {gate}: {said}"));
+            assert!(
+                said.contains(&refused),
+                "{gate}: ours {refused:?}, upstream {said}"
+            );
+        } else {
+            // A foreign gate whose dependencies are off is refused upstream; here it is a known name,
+            // ignored like every gate only other controllers consult (their dependencies are not
+            // modelled: docs/versions-and-gates.md).
+            assert!(
+                said.contains("/nonexistent")
+                    || said.contains("depends on features that are disabled"),
+                "{gate}: upstream said {said}"
+            );
+            assert!(
+                ours.is_ok(),
+                "{gate} is known upstream, refused here: {ours:?}"
+            );
+        }
+    }
+}
+
 /// The priority class no pod template may name: the Priority admission plugin refuses such pods.
 const MISSING_PRIORITY_CLASS: &str = "no-such-priority";
 /// The workqueue's per-key backoff (`default_controller_rate_limiter`): 5 ms doubling per failure.

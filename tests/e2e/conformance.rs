@@ -14,8 +14,8 @@ const CI_SETS: &[SpecSet] = &[SpecSet::Apps, SpecSet::Disruption, SpecSet::Widen
 /// e2e processes at once; the specs mostly wait, so more processes than cores is fine.
 const PARALLEL: usize = 4;
 /// Specs the CI sets select (31 + 19 + 14); fewer means the focus or the binary broke. Against the
-/// specs of 1.34 and 1.35 (`deploy/version-matrix.sh`), 61: the widened set's three
-/// MutatingAdmissionPolicy specs are not `[Conformance]` there, so their exact names match nothing.
+/// specs of 1.35 (`deploy/version-matrix.sh`), 61: the widened set's three MutatingAdmissionPolicy specs
+/// are not `[Conformance]` there, so their exact names match nothing.
 fn expected_specs() -> usize {
     let minor = mini_kcm_local_plane::VersionSet::selected()
         .ok()

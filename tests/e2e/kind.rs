@@ -69,7 +69,7 @@ fn the_cluster_configuration_is_what_the_tour_expects() {
     assert_eq!(roles, ["control-plane", "worker", "worker", "worker"]);
     let env = std::fs::read_to_string(repo_path("deploy/demo/env/kind.sh")).unwrap();
     assert!(env.contains("SPARE_NODE=$KIND_CLUSTER-worker3"), "{env}");
-    // Kubernetes 1.36's kubelet refuses cgroup v1 unless told; the patch must reach every node.
+    // Kubernetes 1.36+ kubelets refuse cgroup v1 unless told; the patch must reach every node.
     let patches: Vec<Value> = config["kubeadmConfigPatches"]
         .as_array()
         .unwrap()

@@ -162,7 +162,7 @@ const CHECKS: &[(&str, &str)] = &[
     ),
     (
         "mini-kcm version",
-        "mini-kcm version | grep -q 'mirrors Kubernetes v1.36'",
+        "mini-kcm version | grep -q 'mirrors Kubernetes v1.37'",
     ),
     (
         "mini-kcm build-plane",

@@ -1,4 +1,4 @@
-//! The CRD copies on a real kube-apiserver v1.36 (the shared test plane; upstream workload controllers
+//! The CRD copies on a real kube-apiserver of the pinned version (the shared test plane; upstream workload controllers
 //! off, so nothing reconciles the objects created here).
 //!
 //! Wherever possible a case runs against apps/v1 *and* the copy with the same input, so the tests check

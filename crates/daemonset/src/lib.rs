@@ -1,4 +1,4 @@
-//! The DaemonSet controller of mini-kcm, deciding as kube-controller-manager v1.36 does: which nodes should
+//! The DaemonSet controller of mini-kcm, deciding as kube-controller-manager v1.37 does: which nodes should
 //! run a daemon pod, what the pods look like, which revision is current, what a rolling update deletes or
 //! creates, how failed pods are backed off, and what the status says.
 //!

@@ -156,7 +156,7 @@ impl DaemonPlacement {
         }
     }
 
-    /// Sets the `TaintTolerationComparisonOperators` feature gate (default off, as in v1.36).
+    /// Sets the `TaintTolerationComparisonOperators` feature gate (default off, as in v1.37).
     #[must_use]
     pub(crate) fn with_comparison_operators(mut self, enabled: bool) -> Self {
         self.comparison_operators = enabled;

@@ -1,4 +1,4 @@
-//! The Deployment controller of mini-kcm, faithful to kube-controller-manager v1.36.
+//! The Deployment controller of mini-kcm, faithful to kube-controller-manager v1.37.
 //!
 //! Where to start reading: `controller/sync.rs` (`sync_deployment`, upstream's `syncDeployment`) picks
 //! the strategy, and `controller/rollout.rs` executes it (`rollout_rolling`, `rollout_recreate`,

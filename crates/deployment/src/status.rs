@@ -34,7 +34,7 @@ use crate::{DeploymentObject, ReplicaSetObject};
 /// `all_rss` is every ReplicaSet of the Deployment, the new one included; `new_rs` the new one, if it
 /// exists. Counts are sums over the ReplicaSets (`updatedReplicas` over the new one only); existing
 /// conditions are kept (other controllers' condition types too) and `Available` is set. With the
-/// `DeploymentReplicaSetTerminatingReplicas` gate (beta, on, in v1.36) `terminatingReplicas` is summed
+/// `DeploymentReplicaSetTerminatingReplicas` gate (beta, on since v1.35) `terminatingReplicas` is summed
 /// as well.
 pub(crate) fn calculate_status(
     all_rss: &[&ReplicaSetObject],

@@ -185,7 +185,7 @@ fn delimiter() -> &'static str {
     DELIMITERS[rand::random_range(0..DELIMITERS.len())]
 }
 
-/// `1.36` of `v1.36.3`: the minor whose kube-controller-manager mini-kcm behaves like.
+/// `1.37` of `v1.37.2`: the minor whose kube-controller-manager mini-kcm behaves like.
 fn emulation_version(kubernetes: &str) -> Option<String> {
     let mut parts = kubernetes.trim_start_matches('v').split('.');
     let major: u32 = parts.next()?.parse().ok()?;

@@ -1,5 +1,5 @@
 //! The ReplicaSet controller: keeps `spec.replicas` pods running for every ReplicaSet, like
-//! kube-controller-manager v1.36's `replicaset-controller`.
+//! kube-controller-manager v1.37's `replicaset-controller`.
 //!
 //! Where to start reading: `controller/sync.rs` (`sync_replica_set`, upstream's `syncReplicaSet`), which
 //! reads the caches, claims pods, asks `plan` what to do and executes it; `controller/handlers.rs` turns

@@ -1,4 +1,4 @@
-//! Read-your-own-writes protection (upstream 1.36's consistency store, KEP-5647).
+//! Read-your-own-writes protection (upstream's consistency store since 1.36, KEP-5647).
 //!
 //! A controller acts on its cache. Right after it created pods or wrote a status, the cache may not show
 //! those writes yet, and a sync in that window would act twice (create more pods, or write a stale

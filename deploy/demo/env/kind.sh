@@ -14,7 +14,7 @@
 #
 # Settings: KIND_CLUSTER (default mini-kcm-demo); KIND_CONFIG (default deploy/kind/cluster.yaml; tests add
 # an audit log to it); KIND_NODE_IMAGE (default mini-kcm/kind-node:<version>,
-# built locally when missing; with internet, kind's public kindest/node:v1.36.x works too); KIND (default
+# built locally when missing; with internet, kind's public kindest/node:v1.37.x works too); KIND (default
 # the kind that deploy/kind/ensure-host.sh builds); KUBECTL (default kubectl on PATH, else the local
 # plane's); MINI_KCM (default the static binary deploy/image/build.sh builds).
 

@@ -150,7 +150,7 @@ impl DaemonSetController {
 
     /// Enqueues the DaemonSets for which this node event matters. For a node that exists: its verdict
     /// changed (status counts move), or a pod must be created (should run, none there) or deleted (must not
-    /// continue, one there), or a misscheduled count may be stale (upstream 1.36's three rules). For a node
+    /// continue, one there), or a misscheduled count may be stale (upstream's three rules, unchanged in 1.37). For a node
     /// that is gone: the DaemonSets that wanted it (desired count) or have pods on it.
     fn wake_for_node(
         &self,

@@ -1,5 +1,5 @@
 //! Upstream's action-asserting DaemonSet tests (`daemon_controller_test.go` and `update_test.go` of
-//! kube-controller-manager v1.36), each a whole sync against a [`RecordedApi`] that asserts the pods it
+//! kube-controller-manager v1.37, unchanged since v1.36), each a whole sync against a [`RecordedApi`] that asserts the pods it
 //! created (and on which nodes), the pods it deleted, and the controller's events, as upstream's
 //! `expectSyncDaemonSets` does with its fake pod control and fake recorder.
 //!

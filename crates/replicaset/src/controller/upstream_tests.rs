@@ -1,4 +1,4 @@
-//! Ports of upstream's `pkg/controller/replicaset/replica_set_test.go` (v1.36.3) that drive the
+//! Ports of upstream's `pkg/controller/replicaset/replica_set_test.go` (v1.37.2, unchanged since v1.36.3) that drive the
 //! controller: each runs whole syncs (`sync_key`) against the recorded API and asserts the requests made
 //! (verbs, resources, names, and the bodies where they matter) and the events, where upstream counts the
 //! calls of its `FakePodControl` and the actions of its fake clientset. Handler tests assert the keys
