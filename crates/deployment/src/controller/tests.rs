@@ -212,19 +212,23 @@ fn pod_of(rs: &ReplicaSetObject, name: &str) -> CachedPod {
 }
 
 /// upstream: TestPodDeletionEnqueuesRecreateDeployment (v1.37's table: "last pod deleted", "pod with
-/// siblings deleted"): every deletion of a pod of a Recreate Deployment wakes it, whatever pods are
-/// left, in which of its ReplicaSets; a RollingUpdate Deployment is not woken by pod deletions.
+/// siblings deleted"), TestPodDeletionPartialReplicaSetOwnershipEnqueueRecreateDeployment (an orphan
+/// ReplicaSet of the same selector beside): every deletion of a pod of a Recreate Deployment wakes it,
+/// whatever pods are left, in which of its ReplicaSets; a RollingUpdate Deployment is not woken by pod
+/// deletions.
 #[tokio::test]
 async fn a_pod_deletion_wakes_a_recreate_deployment_whatever_pods_are_left() {
-    // (case, Recreate, pods left in the cache after the deletion: of `web-1`, of `web-2`; woken)
+    // (case, Recreate, pods left in the cache after the deletion: of `web-1`, of `web-2`, of an orphan
+    // ReplicaSet; woken)
     let cases = [
-        ("last pod deleted", true, 0, 0, true),
-        ("pod with siblings deleted", true, 1, 0, true),
-        ("pods left in another ReplicaSet", true, 0, 2, true),
-        ("a rolling update is not woken", false, 0, 0, false),
-        ("a rolling update with pods left", false, 1, 1, false),
+        ("last pod deleted", true, 0, 0, 0, true),
+        ("pod with siblings deleted", true, 1, 0, 0, true),
+        ("pods left in another ReplicaSet", true, 0, 2, 0, true),
+        ("an orphan ReplicaSet's pods beside", true, 0, 0, 2, true),
+        ("a rolling update is not woken", false, 0, 0, 0, false),
+        ("a rolling update with pods left", false, 1, 1, 1, false),
     ];
-    for (case, strategy_recreate, left_1, left_2, woken) in cases {
+    for (case, strategy_recreate, left_1, left_2, left_orphan, woken) in cases {
         let (c, f) = controller();
         let mut d = deployment("web", 1, 1, 0);
         if strategy_recreate {
@@ -233,7 +237,8 @@ async fn a_pod_deletion_wakes_a_recreate_deployment_whatever_pods_are_left() {
         c.core.objects.cache_insert(d.clone());
         let rs1 = replica_set(&d, "web-1", Some(("apps/v1", "web")));
         let rs2 = replica_set(&d, "web-2", Some(("apps/v1", "web")));
-        for (rs, left) in [(&rs1, left_1), (&rs2, left_2)] {
+        let orphan = replica_set(&d, "orphan", None);
+        for (rs, left) in [(&rs1, left_1), (&rs2, left_2), (&orphan, left_orphan)] {
             c.replica_sets.cache_insert(rs.clone());
             let rs_name = rs.metadata.name.as_deref().unwrap_or_default();
             for i in 0..left {
