@@ -14,6 +14,8 @@ pub enum PlaneError {
     },
     #[error("invalid version pin in deploy/control-plane/versions.env: {0}")]
     Versions(String),
+    #[error("unsupported Kubernetes version: {0}")]
+    UnsupportedVersion(String),
     #[error("building the control plane binaries failed (exit {status}); see the output above")]
     Build { status: String },
     #[error("'{tool}' was not found on PATH: {hint}")]

@@ -93,11 +93,11 @@ impl VersionSet {
                 self.kubernetes = format!("v{bare}");
                 Ok(self)
             }
-            Some([1, _, _]) => Err(PlaneError::Versions(format!(
+            Some([1, _, _]) => Err(PlaneError::UnsupportedVersion(format!(
                 "Kubernetes {version} is older than the oldest supported minor, 1.{oldest} (upstream \
                  supports the newest three minors)"
             ))),
-            _ => Err(PlaneError::Versions(format!(
+            _ => Err(PlaneError::UnsupportedVersion(format!(
                 "{version:?} is not a Kubernetes version of the form 1.X.Y"
             ))),
         }

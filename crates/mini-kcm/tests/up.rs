@@ -270,3 +270,35 @@ fn a_killed_mini_kcm_up_leaves_no_component_behind() {
     assert_all_gone(&c.info);
     cleanup(&c.state_dir);
 }
+
+/// A version out of the supported range is refused before anything is built or started, with the range
+/// in the message; a malformed one too.
+#[test]
+fn an_unsupported_kubernetes_version_is_refused_at_once() {
+    for (version, expected) in [
+        (
+            "1.34.4",
+            "unsupported Kubernetes version: Kubernetes 1.34.4 is older than the oldest supported minor, 1.35",
+        ),
+        (
+            "latest",
+            "unsupported Kubernetes version: \"latest\" is not a Kubernetes version",
+        ),
+    ] {
+        let state_dir = state_dir(&format!("refused-{version}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_mini-kcm"))
+            .args(["up", "--kubernetes-version", version])
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run mini-kcm up");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{version}: {stderr}");
+        assert!(stderr.contains(expected), "{version}: {stderr}");
+        assert!(
+            !state_dir.join("kubeconfig").exists(),
+            "{version}: nothing started"
+        );
+    }
+}
