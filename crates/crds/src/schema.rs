@@ -156,8 +156,7 @@ fn annotate_definitions(definitions: &mut Map<String, Value>) {
             .and_then(|r| r.rsplit('/').next())
             .map(str::to_owned);
         if let Some(item) = item.and_then(|name| definitions.get_mut(&name)) {
-            let required = item["required"].as_array().cloned().unwrap_or_default();
-            let mut names: Vec<Value> = required;
+            let mut names = item["required"].as_array().cloned().unwrap_or_default();
             for key in *keys {
                 if !names.iter().any(|n| n == key) {
                     names.push(json!(key));

@@ -170,8 +170,9 @@ pub enum FeatureGateError {
     #[error("invalid value of {name}={value}, want true or false")]
     InvalidValue { name: String, value: String },
     #[error("cannot set feature gate {name} to {value}, feature is locked to {locked}")]
+    /// A locked gate (of mini-kcm's table or kube-controller-manager's) set away from its value.
     Locked {
-        name: &'static str,
+        name: String,
         value: bool,
         locked: bool,
     },
@@ -179,13 +180,6 @@ pub enum FeatureGateError {
     Dependency { name: &'static str, missing: String },
     #[error("unrecognized feature gate: {0}")]
     Unrecognized(String),
-    /// A locked gate of kube-controller-manager's that mini-kcm's controllers do not consult.
-    #[error("cannot set feature gate {name} to {value}, feature is locked to {locked}")]
-    LockedElsewhere {
-        name: String,
-        value: bool,
-        locked: bool,
-    },
 }
 
 /// Every gate kube-controller-manager v1.37.2 accepts in `--feature-gates`, one per line (`#` comments),
@@ -258,7 +252,7 @@ impl FeatureGates {
                 match kube_controller_manager_gate(&name) {
                     None => return Err(FeatureGateError::Unrecognized(name)),
                     Some(Some(locked)) if locked != on => {
-                        return Err(FeatureGateError::LockedElsewhere {
+                        return Err(FeatureGateError::Locked {
                             name,
                             value: on,
                             locked,
@@ -270,7 +264,7 @@ impl FeatureGates {
             };
             if spec.locked && on != spec.default {
                 return Err(FeatureGateError::Locked {
-                    name: spec.name,
+                    name: spec.name.to_string(),
                     value: on,
                     locked: spec.default,
                 });
