@@ -323,24 +323,51 @@ impl<S: LeaseStore> LeaderElector<S> {
         }
     }
 
-    /// Gives the Lease up (an empty holder), so a standby need not wait for it to expire.
+    /// Gives the Lease up (an empty holder), so a standby need not wait for it to expire. As client-go
+    /// since 1.37, a conflict is retried with a fresh read: a renewal cancelled on our side may still have
+    /// been written, moving the Lease's resourceVersion under the release. All of it within the renew
+    /// deadline.
     async fn release(&mut self) {
-        let Ok(Some(mut lease)) = self.store.get().await else {
-            return;
-        };
-        let mut spec = lease.spec.clone().unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(&self.config.identity) {
-            return;
+        let deadline = self.config.renew_deadline;
+        if tokio::time::timeout(deadline, self.try_release())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?deadline,
+                "releasing the leader lease timed out; it expires on its own"
+            );
         }
-        let now = MicroTime(Timestamp::now());
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(now.clone());
-        spec.acquire_time = Some(now);
-        lease.spec = Some(spec);
-        match self.store.replace(&lease).await {
-            Ok(_) => tracing::info!("released the leader lease"),
-            Err(e) => tracing::warn!(error = %e, "releasing the leader lease failed"),
+    }
+
+    async fn try_release(&mut self) {
+        loop {
+            let Ok(Some(mut lease)) = self.store.get().await else {
+                return;
+            };
+            let mut spec = lease.spec.clone().unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(&self.config.identity) {
+                return;
+            }
+            let now = MicroTime(Timestamp::now());
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(now.clone());
+            spec.acquire_time = Some(now);
+            lease.spec = Some(spec);
+            match self.store.replace(&lease).await {
+                Ok(_) => {
+                    tracing::info!("released the leader lease");
+                    return;
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    tracing::debug!("conflict while releasing the leader lease; reading it again");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "releasing the leader lease failed");
+                    return;
+                }
+            }
         }
     }
 }
@@ -390,6 +417,9 @@ mod tests {
     struct MemoryStore {
         lease: Arc<Mutex<Option<Lease>>>,
         down: Arc<Mutex<bool>>,
+        /// This many of the next reads are each followed by a write of another client's (a renewal
+        /// that lands late), so a write based on that read conflicts.
+        writes_after_read: Arc<Mutex<u32>>,
     }
 
     fn unavailable() -> kube::Error {
@@ -434,7 +464,17 @@ mod tests {
             if *self.down.lock().unwrap() {
                 return Err(unavailable());
             }
-            Ok(self.lease.lock().unwrap().clone())
+            let read = self.lease.lock().unwrap().clone();
+            let mut late_writes = self.writes_after_read.lock().unwrap();
+            if *late_writes > 0 {
+                *late_writes -= 1;
+                if let Some(stored) = self.lease.lock().unwrap().as_mut() {
+                    let version = stored.metadata.resource_version.as_deref().unwrap_or("0");
+                    let next = version.parse::<u64>().unwrap_or(0) + 1;
+                    stored.metadata.resource_version = Some(next.to_string());
+                }
+            }
+            Ok(read)
         }
         async fn create(&self, lease: &Lease) -> Result<Lease, kube::Error> {
             let mut stored = self.lease.lock().unwrap();
@@ -552,6 +592,29 @@ mod tests {
         assert!(lost_after <= Duration::from_secs(10), "{lost_after:?}");
         assert!(!fence.allows_writes());
         assert_eq!(*state.borrow(), LeaderState::Lost);
+    }
+
+    /// upstream (client-go 1.37): a release that conflicts with a renewal landing late is retried.
+    #[tokio::test(start_paused = true)]
+    async fn a_release_that_conflicts_is_retried_with_a_fresh_read() {
+        let store = MemoryStore::default();
+        let (mut a, _) = elector(&store, "a");
+        let mut state_a = a.subscribe();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task_a = tokio::spawn(async move {
+            a.run(async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        wait_leading(&mut state_a).await;
+        assert_eq!(store.holder().as_deref(), Some("a"));
+        // The release's first two reads are each overtaken by a write.
+        *store.writes_after_read.lock().unwrap() = 2;
+        stop.send(()).unwrap();
+        assert!(task_a.await.unwrap().is_ok());
+        assert_eq!(*store.writes_after_read.lock().unwrap(), 0);
+        assert_eq!(store.holder(), None, "released on the third try");
     }
 
     #[tokio::test(start_paused = true)]
