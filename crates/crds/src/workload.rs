@@ -1,6 +1,7 @@
 //! What the three workload kinds share: the label selector, the pod template and the status counters,
 //! with the checks apps/v1 makes on them (`pkg/apis/apps/validation` and the registry strategies of
-//! kube-apiserver v1.36) rewritten as OpenAPI value validations and CEL rules.
+//! kube-apiserver v1.37, unchanged for these kinds since v1.36) rewritten as OpenAPI value validations
+//! and CEL rules.
 //!
 //! Every check here mirrors one upstream check, with upstream's message and field path where CEL allows,
 //! so that a user gets the same answer from `minikcm.dev/v1` as from `apps/v1`. The cost of each CEL rule
