@@ -514,6 +514,29 @@ mod tests {
         )
     }
 
+    /// An elector of `identity` running until the returned sender fires, once it leads.
+    async fn leading_until_stopped(
+        store: &MemoryStore,
+        identity: &str,
+    ) -> (
+        tokio::task::JoinHandle<Result<(), LeaderElectionError>>,
+        tokio::sync::oneshot::Sender<()>,
+        WriteFence,
+    ) {
+        let (mut elector, fence) = elector(store, identity);
+        let mut state = elector.subscribe();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            elector
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        wait_leading(&mut state).await;
+        (task, stop, fence)
+    }
+
     async fn wait_leading(state: &mut watch::Receiver<LeaderState>) -> Instant {
         state
             .wait_for(|s| matches!(s, LeaderState::Leading { .. }))
@@ -598,16 +621,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_release_that_conflicts_is_retried_with_a_fresh_read() {
         let store = MemoryStore::default();
-        let (mut a, _) = elector(&store, "a");
-        let mut state_a = a.subscribe();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task_a = tokio::spawn(async move {
-            a.run(async {
-                let _ = stopped.await;
-            })
-            .await
-        });
-        wait_leading(&mut state_a).await;
+        let (task_a, stop, _) = leading_until_stopped(&store, "a").await;
         assert_eq!(store.holder().as_deref(), Some("a"));
         // The release's first two reads are each overtaken by a write.
         *store.writes_after_read.lock().unwrap() = 2;
@@ -620,16 +634,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stopping_releases_the_lease_for_a_quick_takeover() {
         let store = MemoryStore::default();
-        let (mut a, fence_a) = elector(&store, "a");
-        let mut state_a = a.subscribe();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task_a = tokio::spawn(async move {
-            a.run(async {
-                let _ = stopped.await;
-            })
-            .await
-        });
-        wait_leading(&mut state_a).await;
+        let (task_a, stop, fence_a) = leading_until_stopped(&store, "a").await;
         let (mut b, _) = elector(&store, "b");
         let mut state_b = b.subscribe();
         let task_b = tokio::spawn(async move { b.run(std::future::pending()).await });
