@@ -9,13 +9,13 @@ use mini_kcm_local_plane::PlaneError;
 pub enum BenchError {
     #[error(transparent)]
     Plane(#[from] PlaneError),
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Kube {
         context: String,
         #[source]
@@ -23,7 +23,7 @@ pub enum BenchError {
     },
     #[error("timed out after {waited:?} waiting for {what}")]
     Timeout { what: String, waited: Duration },
-    #[error("{source} (controller log: {log})")]
+    #[error("the run failed (controller log: {log})")]
     Run {
         log: PathBuf,
         #[source]

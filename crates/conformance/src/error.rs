@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConformanceError {
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -14,7 +14,7 @@ pub enum ConformanceError {
     Plane(#[from] mini_kcm_local_plane::PlaneError),
     #[error("building the e2e binary failed ({status}); see the output above")]
     Build { status: String },
-    #[error("the controller manager failed: {0}")]
+    #[error("the controller manager failed")]
     Manager(#[from] mini_kcm_manager::ManagerError),
     #[error("the e2e binary wrote no usable report at {path} (exit {status}); see {log}: {detail}")]
     NoReport {

@@ -6,7 +6,7 @@ use std::time::Duration;
 /// What can go wrong while building, starting or talking to the local control plane.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaneError {
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         context: String,
         #[source]
@@ -23,7 +23,7 @@ pub enum PlaneError {
         tool: &'static str,
         hint: &'static str,
     },
-    #[error("generating certificates failed: {0}")]
+    #[error("generating certificates failed")]
     Pki(#[from] rcgen::Error),
     #[error("{component} exited early ({status}); last lines of {log}:\n{tail}")]
     ComponentExited {
@@ -48,17 +48,17 @@ pub enum PlaneError {
     KubeletRules(String),
     #[error("real node: {0}")]
     RealNode(String),
-    #[error("reading kubeconfig {path}: {source}")]
+    #[error("reading kubeconfig {path}")]
     Kubeconfig {
         path: PathBuf,
         #[source]
         source: kube::config::KubeconfigError,
     },
-    #[error("installing the minikcm.dev CRDs: {0}")]
+    #[error("installing the minikcm.dev CRDs")]
     Crds(#[from] mini_kcm_crds::Error),
-    #[error("building a client: {0}")]
+    #[error("building a client")]
     Client(#[source] kube::Error),
-    #[error("Kubernetes API call failed while {context}: {source}")]
+    #[error("Kubernetes API call failed while {context}")]
     Api {
         context: String,
         #[source]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
+use mini_kcm_runtime::worker::error_chain;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -290,18 +291,6 @@ fn describe(key: &CertifiedKey) -> (String, String) {
             )
         })
         .unwrap_or_default()
-}
-
-/// The error and its sources, one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 type CertAndKey = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);

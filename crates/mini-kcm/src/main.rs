@@ -23,6 +23,8 @@ mod duration;
 #[cfg(feature = "local-plane")]
 mod env;
 mod explain;
+#[cfg(all(test, feature = "local-plane"))]
+mod flag_tables;
 mod kind_name;
 mod kubeconfig;
 mod rollout;

@@ -119,7 +119,7 @@ pub struct Claimed<K> {
 /// Why a claim pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
-    #[error("cannot adopt for {owner}: {reason}")]
+    #[error("cannot adopt for {owner}")]
     CannotAdopt {
         owner: ObjectKey,
         #[source]

@@ -67,14 +67,18 @@ pub trait SyncFailure: std::error::Error {
     }
 }
 
-/// An error and its sources, `outer: inner: innermost`, as logs and the decision log show a failure
-/// (the messages themselves never repeat their source).
+/// An error and its sources, `outer: inner: innermost`, as logs and the decision log show a failure.
+/// Our messages never repeat their source (`tests/architecture/error_messages.rs`); a source whose text
+/// the line already shows (some of kube's and hyper's errors print their own) is left out.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut next = error.source();
     while let Some(source) = next {
-        text.push_str(": ");
-        text.push_str(&source.to_string());
+        let source_text = source.to_string();
+        if !text.contains(&source_text) {
+            text.push_str(": ");
+            text.push_str(&source_text);
+        }
         next = source.source();
     }
     text

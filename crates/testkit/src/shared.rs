@@ -78,7 +78,7 @@ fn start_owned_plane(config: PlaneConfig) -> Result<PlaneInfo, String> {
                         crate::faults::serve(plane, served).await;
                     }
                     Err(e) => {
-                        let _ = tx.send(Err(with_sources(&e)));
+                        let _ = tx.send(Err(mini_kcm_runtime::worker::error_chain(&e)));
                     }
                 }
             });
@@ -86,18 +86,4 @@ fn start_owned_plane(config: PlaneConfig) -> Result<PlaneInfo, String> {
         .map_err(|e| format!("spawning the plane thread: {e}"))?;
     rx.recv()
         .map_err(|_| "the plane thread ended without an answer".to_string())?
-}
-
-/// An error with each of its sources, skipping a source whose text the message already shows.
-fn with_sources(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text = format!("{text}: {cause_text}");
-        }
-        source = cause.source();
-    }
-    text
 }
