@@ -203,3 +203,78 @@ fn words(text: &str) -> Vec<&str> {
         .filter(|w| !w.is_empty())
         .collect()
 }
+
+/// The crates whose modules docs/architecture.md's map lists one by one.
+const MAPPED_CRATES: &[&str] = &["runtime", "manager"];
+
+#[test]
+fn the_architecture_map_lists_every_module_of_the_crates_it_details() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut missing = Vec::new();
+    for krate in MAPPED_CRATES {
+        let listed = map_entries(&map, krate);
+        assert!(
+            !listed.is_empty(),
+            "docs/architecture.md's map has no `{krate}/` section"
+        );
+        let mut modules: Vec<String> =
+            std::fs::read_dir(root.join("crates").join(krate).join("src"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter_map(|path| {
+                    let name = path.file_name()?.to_str()?.to_string();
+                    if path.is_dir() {
+                        // A folder is a module when it has its own `mod.rs` or a sibling `name.rs`.
+                        let sibling = path.with_extension("rs");
+                        (path.join("mod.rs").exists() && !sibling.exists())
+                            .then(|| format!("{name}/"))
+                    } else {
+                        (name.ends_with(".rs") && name != "lib.rs" && name != "main.rs")
+                            .then_some(name)
+                    }
+                })
+                .collect();
+        modules.sort();
+        for module in modules {
+            let folder = format!("{}/", module.trim_end_matches(".rs"));
+            if !listed.contains(&module) && !listed.contains(&folder) {
+                missing.push(format!("crates/{krate}/src/{module}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "modules missing from docs/architecture.md's map (add a line saying what each is):\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+/// The file and folder names in the first column of a crate's section of the map (`  runtime/` up to
+/// the next crate at the same depth).
+fn map_entries(map: &str, krate: &str) -> Vec<String> {
+    let header = format!("  {krate}/");
+    let mut entries = Vec::new();
+    let mut inside = false;
+    for line in map.lines() {
+        if line.starts_with(&header) {
+            inside = true;
+            continue;
+        }
+        if !inside {
+            continue;
+        }
+        // The next crate (two spaces, then a name) or the end of the block.
+        if line.starts_with("```") || (line.starts_with("  ") && !line.starts_with("   ")) {
+            break;
+        }
+        let first_column = line.trim_start().split("  ").next().unwrap_or("");
+        entries.extend(
+            first_column
+                .split(',')
+                .map(|name| name.trim().to_string())
+                .filter(|name| name.ends_with(".rs") || name.ends_with('/')),
+        );
+    }
+    entries
+}

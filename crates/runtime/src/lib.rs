@@ -10,8 +10,9 @@
 //! and deletion), [`slow_start`], [`selector`], [`events`], [`decisions`] (what `mini-kcm explain` shows),
 //! [`tracked_api`] (the one way a controller writes, each write recorded for [`consistency`]) and
 //! [`status_writes`]; [`features`] holds `--feature-gates`, [`safeties`] the mechanisms a learner may switch off; [`kinds`] names the two API families and the
-//! shared indexes. For unit tests, [`recorded_api`] is an API server in the test's process, and
-//! `controller::offline` builds a controller on it.
+//! shared indexes. For unit tests, with the `testing` feature that only dev-dependencies switch on,
+//! `recorded_api` is an API server in the test's process, and `controller::offline` builds a controller
+//! on it.
 //! docs/architecture.md maps each to its upstream name.
 //!
 //! The modules are public where another crate names them, and inside them only what is named outside is
@@ -41,6 +42,7 @@ pub mod object;
 pub mod ownership;
 pub mod pods;
 mod protobuf;
+#[cfg(any(test, feature = "testing"))]
 pub mod recorded_api;
 pub mod safeties;
 pub mod selector;

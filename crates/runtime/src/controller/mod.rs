@@ -16,6 +16,7 @@
 mod core;
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
 pub(crate) mod key;
+#[cfg(any(test, feature = "testing"))]
 pub mod offline;
 mod owners;
 mod pod_events;
