@@ -7,7 +7,7 @@
 //! watches stall, shorter than kube-controller-manager's node-monitor grace period; the long one (90 s,
 //! 200 s with `MINI_KCM_FULL_FAULTS=1`) outlasts it, so nodes and pods go NotReady and come back.
 //!
-//! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), and ten
+//! Also here: every watch forced to expire mid-scale (the plane's `expire_watches` hook), and five
 //! times in a row with nothing else going on, each time every informer relisting within 5 s of the API
 //! server answering again (the watch backoff, `mini_kcm_runtime::informers::WatchBackoff`), the manager
 //! a scale made the moment the API server answers again after such an expiry, timed for mini-kcm and for
@@ -338,7 +338,7 @@ async fn informers_relist_promptly_after_every_api_server_restart() {
         .await
         .unwrap();
     wait_replica_set(&ns, ApiFamily::Apps, 1).await;
-    let runs: usize = if full_faults() { 20 } else { 10 };
+    let runs: usize = if full_faults() { 20 } else { 5 };
     let mut times = Vec::new();
     for _ in 0..runs {
         let (restart, resumed) = expire_and_wait_relists(&manager).await;
@@ -357,11 +357,11 @@ async fn informers_relist_promptly_after_every_api_server_restart() {
 /// generation). Scheduling is not waited for: the plane's kube-scheduler resumes at its own pace. Each
 /// side runs alone against the same plane (upstream: a `kube-controller-manager` process with only its
 /// replicaset controller, as the bench starts it). Reports both sides' times; asserts only that every
-/// scale completes. 3 rounds per side, 10 with `MINI_KCM_FULL_FAULTS=1`.
+/// scale completes. 2 rounds per side, 10 with `MINI_KCM_FULL_FAULTS=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_right_after_an_api_server_restart_beside_upstream() {
     let _one = ONE_FAULT_AT_A_TIME.lock().await;
-    let rounds = if full_faults() { 10 } else { 3 };
+    let rounds = if full_faults() { 10 } else { 2 };
 
     let ns = TestNamespace::create(plane(), "fault-resume-mini-kcm").await;
     let manager = TestManager::start(&ns, Kinds::Apps).await;

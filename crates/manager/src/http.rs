@@ -6,7 +6,7 @@
 //!
 //! They are served two ways: on the plain `--metrics-addr` (loopback by default: the local user's
 //! `mini-kcm explain` and `up`), everything open; on the secure port, over TLS (`crate::serving_cert`),
-//! each request checked by `crate::delegated_auth` first, as kube-controller-manager's port 10257. A
+//! each request checked by `crate::secure_serving` first, as kube-controller-manager's port 10257. A
 //! connection's client certificate is judged once after the handshake and handed to each of its
 //! requests as an extension.
 //!
@@ -33,16 +33,14 @@ use prometheus::{Encoder, Registry, TextEncoder};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_rustls::TlsAcceptor;
 
 use mini_kcm_runtime::decisions::{Decision, DecisionFilter};
 use mini_kcm_runtime::inspect::ManagerView;
 
-use crate::client_cert::PeerIdentity;
-use crate::delegated_auth::{DelegatedAuth, Verdict};
 use crate::leader_election::LeaderState;
 use crate::live_view::LiveView;
 use crate::object_view::ObjectQuery;
+use crate::secure_serving::{DelegatedAuth, PeerIdentity, SecurePort, Verdict};
 use crate::slis::HealthSlis;
 use crate::zpages::Zpages;
 
@@ -85,10 +83,7 @@ pub(crate) enum Exposure {
     /// Plain HTTP, every endpoint open to whoever can connect.
     Plain,
     /// HTTPS, every request authenticated and authorized through the API server.
-    Secure {
-        tls: TlsAcceptor,
-        auth: Arc<DelegatedAuth>,
-    },
+    Secure(SecurePort),
 }
 
 pub(crate) async fn serve(listener: TcpListener, health: Health, exposure: Exposure) {
@@ -115,7 +110,7 @@ pub(crate) async fn serve(listener: TcpListener, health: Health, exposure: Expos
         .with_state(health);
     let (router, tls) = match exposure {
         Exposure::Plain => (router, None),
-        Exposure::Secure { tls, auth } => (
+        Exposure::Secure(SecurePort { tls, auth }) => (
             router.layer(middleware::from_fn_with_state(auth.clone(), authorize)),
             Some((tls, auth)),
         ),

@@ -8,23 +8,21 @@
 //!
 //! Where to start reading: [`run`] (this file) builds the informers, clients and controllers from the
 //! descriptor table `CONTROLLERS`, serves `/metrics` (`http.rs`), and runs the controllers under
-//! leader election (`leader_election.rs`); `live_view.rs` and `object_view.rs` are what the live view and
+//! leader election (`leader_election.rs`); `secure_serving/` secures the HTTPS port (certificates,
+//! authentication, authorization) behind one constructor; `live_view.rs` and `object_view.rs` are what the live view and
 //! `mini-kcm explain` show. The API is [`run`] with its [`ManagerOptions`], and the view types `mini-kcm
 //! explain` reads; everything else is private.
 
 // The public surface is the list of `pub use` below; this keeps every other `pub` from claiming more.
 #![warn(unreachable_pub)]
 
-mod client_cert;
-mod delegated_auth;
 mod http;
 mod leader_election;
 mod live_view;
 mod object_view;
 mod options;
-mod serving_cert;
+mod secure_serving;
 mod slis;
-mod user;
 mod version;
 mod zpages;
 
@@ -44,8 +42,6 @@ use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::metrics::ControllerMetrics;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
-pub use client_cert::{ClientCaError, RequestHeaderAuth};
-pub use delegated_auth::AlwaysAllowPaths;
 use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
 pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
 use live_view::{LiveView, Running};
@@ -54,8 +50,12 @@ pub use mini_kcm_runtime::informers::ContentType;
 pub use object_view::{
     ConditionEntry, KeyQueueState, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
 };
-pub use options::{ControllerName, Kinds, ManagerOptions, SecureServing};
-pub use serving_cert::{ServingCert, ServingCertError};
+pub use options::{ControllerName, Kinds, ManagerOptions};
+use secure_serving::SecurePort;
+pub use secure_serving::{
+    AlwaysAllowPaths, ClientCaError, RequestHeaderAuth, SecurePortError, SecureServing,
+    ServingCert, ServingCertError,
+};
 pub use version::{VERSION, Version};
 
 /// Why the manager could not run, or stopped.
@@ -79,10 +79,8 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the secure port's certificate")]
-    ServingCert(#[from] ServingCertError),
-    #[error("the secure port's client certificates")]
-    ClientCa(#[from] ClientCaError),
+    #[error(transparent)]
+    SecurePort(#[from] SecurePortError),
     #[error("leader election")]
     LeaderElection(#[from] LeaderElectionError),
 }
@@ -431,21 +429,10 @@ async fn serve_endpoints(
         tokio::spawn(http::serve(listener, health.clone(), http::Exposure::Plain));
     }
     if let Some(secure) = &options.secure_serving {
-        let certs = client_cert::ClientCerts::load(
-            secure.client_ca_file.as_deref(),
-            secure.request_header.as_ref(),
-        )?;
-        let auth_client = clients.unfenced("delegated-auth")?;
-        let auth =
-            delegated_auth::DelegatedAuth::new(auth_client, secure.always_allow.clone(), certs);
-        let tls = serving_cert::acceptor(&secure.cert, auth.handshake_verifier())?;
+        let port = SecurePort::new(secure, clients.unfenced("delegated-auth")?)?;
         let listener = bind(secure.addr).await?;
         tracing::info!(addr = %secure.addr, "serving the endpoints over HTTPS, authorized through the API server");
-        let exposure = http::Exposure::Secure {
-            tls,
-            auth: Arc::new(auth),
-        };
-        tokio::spawn(http::serve(listener, health, exposure));
+        tokio::spawn(http::serve(listener, health, http::Exposure::Secure(port)));
     }
     Ok(())
 }

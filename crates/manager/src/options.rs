@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use mini_kcm_runtime::features::FeatureGates;
@@ -11,10 +10,8 @@ use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::safeties::Safeties;
 use mini_kcm_workqueue::Priorities;
 
-use crate::client_cert::RequestHeaderAuth;
-use crate::delegated_auth::AlwaysAllowPaths;
 use crate::leader_election::{LeaderElectionConfig, default_identity};
-use crate::serving_cert::ServingCert;
+use crate::secure_serving::SecureServing;
 
 /// Which API families to manage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,19 +109,6 @@ pub struct ManagerOptions {
     /// The command line's effective flags (name without dashes → value, defaults included), for
     /// `/flagz`; empty when the manager is not run from `mini-kcm run`.
     pub flags: BTreeMap<String, String>,
-}
-
-/// The secure port's settings (kube-controller-manager's `--bind-address`/`--secure-port`, `--tls-*`,
-/// `--authorization-always-allow-paths`, `--client-ca-file` and `--requestheader-*`).
-#[derive(Debug, Clone)]
-pub struct SecureServing {
-    pub addr: SocketAddr,
-    pub cert: ServingCert,
-    pub always_allow: AlwaysAllowPaths,
-    /// Client certificates signed by these CAs name their user (CN) and groups (O).
-    pub client_ca_file: Option<PathBuf>,
-    /// A front proxy's certificate lets request headers name the user.
-    pub request_header: Option<RequestHeaderAuth>,
 }
 
 /// kube-controller-manager's default `--min-resync-period`.

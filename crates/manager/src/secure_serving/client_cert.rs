@@ -25,7 +25,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
-use crate::user::User;
+use super::user::User;
 
 /// The group every authenticated user gets (upstream's authenticated-group adder).
 const AUTHENTICATED_GROUP: &str = "system:authenticated";

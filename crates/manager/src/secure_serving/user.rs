@@ -1,5 +1,5 @@
 //! Who made a request to the secure port, as authentication names them: the API server's TokenReview
-//! (`crate::delegated_auth`), a client certificate or a front proxy (`crate::client_cert`). Its own
+//! (`super::delegated_auth`), a client certificate or a front proxy (`super::client_cert`). Its own
 //! module because both kinds of authenticator produce it and authorization reads it.
 
 use std::collections::BTreeMap;

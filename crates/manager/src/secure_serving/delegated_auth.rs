@@ -4,7 +4,7 @@
 //! API server (a TokenReview), and what the user it names may do by a SubjectAccessReview on the
 //! request's non-resource path and verb (`get /metrics`), so the cluster's RBAC decides:
 //! `mini-kcm-metrics-reader` grants `/metrics`, `mini-kcm-debug-viewer` grants `/debug/*`.
-//! A client certificate (`crate::client_cert`) can name the user instead of a token.
+//! A client certificate (`super::client_cert`) can name the user instead of a token.
 //!
 //! The user is found as upstream's union of authenticators finds it: a trusted front proxy's headers,
 //! then a client certificate, then a bearer token; the first that names a user wins, the others'
@@ -33,8 +33,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use crate::client_cert::{ClientCerts, PeerIdentity};
-use crate::user::User;
+use super::client_cert::{ClientCerts, PeerIdentity};
+use super::user::User;
 
 /// How long an answer of the API server is reused (client-go's delegating defaults, both ways).
 const CACHE_TTL: Duration = Duration::from_secs(10);
