@@ -72,12 +72,15 @@ fn the_parser_finds_every_form_and_the_check_rejects_a_bad_pointer() {
     );
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let good = pointers_in("x.md", "crates/runtime/src/slow_start.rs::slow_start_batch");
+    let good = pointers_in(
+        "x.md",
+        "crates/runtime/src/pods/slow_start.rs::slow_start_batch",
+    );
     assert!(problems(&root, &good[0]).is_empty());
     for bad in [
-        "crates/runtime/src/slow_start.rs::no_such_item",
+        "crates/runtime/src/pods/slow_start.rs::no_such_item",
         "crates/runtime/src/no_such_file.rs::slow_start_batch",
-        "crates/runtime/src/slow_start.rs::NoSuchType::slow_start_batch",
+        "crates/runtime/src/pods/slow_start.rs::NoSuchType::slow_start_batch",
     ] {
         let pointer = &pointers_in("x.md", bad)[0];
         assert_eq!(problems(&root, pointer).len(), 1, "{bad} passed the check");

@@ -1,4 +1,4 @@
-//! Every write a controller makes goes through `mini_kcm_runtime::tracked_api::TrackedApi`, which records
+//! Every write a controller makes goes through `mini_kcm_runtime::api::tracked_api::TrackedApi`, which records
 //! it once for read-your-own-writes and for the decision log. A write made any other way would let the
 //! owner's next sync run on a cache that does not show it yet, and no test would notice; so this test
 //! reads the sources and fails, naming the line, when a controller crate builds an API of its own or a

@@ -26,10 +26,10 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mini_kcm_e2e::{TIMEOUT, TestManager, app_selector, is_active, pod_template, selector};
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector, WorkloadKind,
 };
-use mini_kcm_runtime::object::Workload;
+use mini_kcm_runtime::api::object::Workload;
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -26,7 +26,7 @@ use mini_kcm_e2e::{
     wait_deployment_complete,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::{Value, json};
 
@@ -42,7 +42,7 @@ for_both_families!(bad_input_is_refused_or_surfaced_and_the_manager_stays_quiet)
 #[tokio::test]
 async fn feature_gate_names_are_those_kube_controller_manager_accepts() {
     use mini_kcm_local_plane::{Binaries, VersionSet};
-    use mini_kcm_runtime::features::{
+    use mini_kcm_runtime::switches::features::{
         FeatureGates, KUBE_CONTROLLER_MANAGER_GATES, kube_controller_manager_gate,
     };
     let (pinned, selected) = (

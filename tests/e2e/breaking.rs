@@ -24,8 +24,8 @@ use mini_kcm_e2e::{
     pod_quota, pod_template, replica_set, replica_sets,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
-use mini_kcm_runtime::kinds::ApiFamily;
-use mini_kcm_runtime::safeties::{Safeties, Safety};
+use mini_kcm_runtime::api::kinds::ApiFamily;
+use mini_kcm_runtime::switches::safeties::{Safeties, Safety};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
 

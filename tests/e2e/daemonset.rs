@@ -28,7 +28,7 @@ use mini_kcm_e2e::{
     is_active, pinned_node, pod_template, selector,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{ApiFamily, DaemonSetObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, DaemonSetObject, WorkloadKind};
 use mini_kcm_testkit::nodes::{self, NodeSpec};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
@@ -304,7 +304,7 @@ async fn wait_revisions(
 ) -> Vec<ControllerRevision> {
     let owned = |all: &[ControllerRevision]| -> Vec<ControllerRevision> {
         all.iter()
-            .filter(|r| mini_kcm_runtime::kinds::controller_uid(&r.metadata) == Some(ds_uid))
+            .filter(|r| mini_kcm_runtime::api::kinds::controller_uid(&r.metadata) == Some(ds_uid))
             .cloned()
             .collect()
     };

@@ -10,7 +10,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
 use serde_json::json;
 

@@ -22,7 +22,7 @@ use mini_kcm_e2e::{
     wait_deployment_complete,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
 
@@ -120,7 +120,7 @@ async fn wait_replica_sets(
 ) -> Vec<ReplicaSetObject> {
     let owned = |all: &[ReplicaSetObject]| -> Vec<ReplicaSetObject> {
         all.iter()
-            .filter(|rs| mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(d_uid))
+            .filter(|rs| mini_kcm_runtime::api::kinds::controller_uid(&rs.metadata) == Some(d_uid))
             .cloned()
             .collect()
     };
@@ -258,12 +258,12 @@ async fn start_watched_rollout(ns: &TestNamespace, family: ApiFamily) -> (i32, S
 async fn rolling_update_keeps_surge_and_availability_bounds(family: ApiFamily) {
     let (ns, manager) = setup("deploy-rolling", family).await;
     let (replicas, uid, bounds) = start_watched_rollout(&ns, family).await;
-    let lines = |d: &mini_kcm_runtime::decisions::Decision| {
+    let lines = |d: &mini_kcm_runtime::observability::decisions::Decision| {
         d.plan.iter().chain(&d.reasons).cloned().collect::<Vec<_>>()
     };
     // The log keeps an object's newest 32 decisions, and a loaded machine makes many (each routine
     // retry on a lagging cache is one): read the creation's while the rollout runs.
-    let created = |d: &mini_kcm_runtime::decisions::Decision| {
+    let created = |d: &mini_kcm_runtime::observability::decisions::Decision| {
         lines(d)
             .iter()
             .any(|l| l.starts_with("created new ReplicaSet "))
@@ -338,7 +338,8 @@ impl Bounds {
                     .state()
                     .iter()
                     .filter(|rs| {
-                        mini_kcm_runtime::kinds::controller_uid(&rs.metadata) == Some(uid.as_str())
+                        mini_kcm_runtime::api::kinds::controller_uid(&rs.metadata)
+                            == Some(uid.as_str())
                     })
                     .map(|rs| replicas_of(rs))
                     .sum();
@@ -756,7 +757,10 @@ async fn orphaned_replica_set_is_adopted_again(family: ApiFamily) {
         watcher::Config::default(),
         "the ReplicaSet orphaned",
         TIMEOUT,
-        |rss| rss.len() == 1 && mini_kcm_runtime::kinds::controller_uid(&rss[0].metadata).is_none(),
+        |rss| {
+            rss.len() == 1
+                && mini_kcm_runtime::api::kinds::controller_uid(&rss[0].metadata).is_none()
+        },
     )
     .await;
     let again = api
@@ -857,7 +861,7 @@ async fn wait_decision(
     manager: &TestManager,
     name: &str,
     what: &str,
-    condition: impl Fn(&mini_kcm_runtime::decisions::Decision) -> bool,
+    condition: impl Fn(&mini_kcm_runtime::observability::decisions::Decision) -> bool,
 ) {
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {

@@ -41,10 +41,10 @@ use mini_kcm_e2e::{
     wait_deployment_complete,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
-use mini_kcm_runtime::informers::{RetryBudget, WatchBackoff, with_watch_backoff};
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind,
 };
+use mini_kcm_runtime::informers::{RetryBudget, WatchBackoff, with_watch_backoff};
 use mini_kcm_testkit::{
     Component, PlaneConfig, PlaneInfo, TestNamespace, component_pid, expire_watches,
     restart_component, shared_plane,

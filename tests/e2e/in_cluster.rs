@@ -22,7 +22,7 @@ use mini_kcm_e2e::in_cluster_kit::{
     holder, https_get, mini_kcm_writes, service_account_with_role, wait_complete,
 };
 use mini_kcm_e2e::{TIMEOUT, kubectl, repo_path};
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
 

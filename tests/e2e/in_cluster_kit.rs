@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind};
 use mini_kcm_testkit::TestNamespace;
 
 use crate::{

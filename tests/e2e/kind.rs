@@ -38,7 +38,7 @@ use mini_kcm_e2e::in_cluster_kit::{
 };
 use mini_kcm_e2e::{repo_path, runs_here, selector};
 use mini_kcm_local_plane::{Binaries, VersionSet};
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneInfo, TestNamespace};
 use serde_json::{Value, json};
 

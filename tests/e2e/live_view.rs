@@ -33,9 +33,11 @@ use mini_kcm_e2e::{
 };
 use mini_kcm_manager::Kinds;
 use mini_kcm_manager::ObjectView;
-use mini_kcm_runtime::decisions::{Decision, NodeMap, NodePlacement, Outcome, RoutineRetry};
-use mini_kcm_runtime::inspect::{ControllerView, ManagerView};
-use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::api::kinds::ApiFamily;
+use mini_kcm_runtime::observability::decisions::{
+    Decision, NodeMap, NodePlacement, Outcome, RoutineRetry,
+};
+use mini_kcm_runtime::observability::inspect::{ControllerView, ManagerView};
 use mini_kcm_testkit::nodes::{self, NodeSpec};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
@@ -437,7 +439,7 @@ async fn conflicts_during_a_rollout_are_routine_retries_not_failures() {
     assert!(
         !decisions.iter().any(|d| matches!(
             d.outcome,
-            mini_kcm_runtime::decisions::Outcome::Failed { .. }
+            mini_kcm_runtime::observability::decisions::Outcome::Failed { .. }
         )),
         "{decisions:?}"
     );
@@ -480,7 +482,7 @@ async fn conflicts_during_a_rollout_are_routine_retries_not_failures() {
     let retried = decisions.iter().any(|d| {
         matches!(
             d.outcome,
-            mini_kcm_runtime::decisions::Outcome::Retried { .. }
+            mini_kcm_runtime::observability::decisions::Outcome::Retried { .. }
         )
     });
     let conflicting_write = decisions
@@ -534,7 +536,7 @@ fn deployment_controller(state: &ManagerView) -> &ControllerView {
 }
 
 /// The Deployment's rollout of `replicas` is done: observed, all updated and available, none extra.
-fn rollout_complete(d: &mini_kcm_runtime::kinds::DeploymentObject, replicas: i32) -> bool {
+fn rollout_complete(d: &mini_kcm_runtime::api::kinds::DeploymentObject, replicas: i32) -> bool {
     d.status.as_ref().is_some_and(|s| {
         s.observed_generation == d.metadata.generation
             && s.updated_replicas == Some(replicas)

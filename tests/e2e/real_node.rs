@@ -39,7 +39,7 @@ use mini_kcm_local_plane::{
     Binaries, LocalPlane, NODE_TOOLS_IMAGE, PlaneError, PlaneOptions, REAL_NODE_CGROUP_ROOT,
     REAL_NODE_NAME, REAL_NODE_TAINT, RealNodeOptions, UpstreamWorkloadControllers, VersionSet,
 };
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, DeploymentObject, WorkloadKind};
 use mini_kcm_testkit::{PlaneInfo, TestNamespace};
 use serde_json::json;
 

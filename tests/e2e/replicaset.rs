@@ -17,7 +17,7 @@ use mini_kcm_e2e::{
     is_active, pod_quota, pod_template, replica_set, replica_sets,
 };
 use mini_kcm_manager::Kinds;
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject};
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject};
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};
 use serde_json::json;
 
@@ -633,7 +633,7 @@ async fn rbac_is_sufficient() {
 /// adopted (patch) and deleted, Deployment status and annotations written.
 async fn rbac_rolls_out_a_deployment(ns: &TestNamespace, family: ApiFamily) {
     use k8s_openapi::api::apps::v1::DeploymentSpec;
-    use mini_kcm_runtime::kinds::{DeploymentObject, WorkloadKind};
+    use mini_kcm_runtime::api::kinds::{DeploymentObject, WorkloadKind};
     let resource = WorkloadKind::Deployment.api_resource(family);
     let api: kube::Api<DeploymentObject> =
         kube::Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
@@ -701,7 +701,7 @@ async fn rbac_rolls_out_a_deployment(ns: &TestNamespace, family: ApiFamily) {
 /// created, labelled and deleted, pods created and deleted, DaemonSet status written.
 async fn rbac_rolls_out_a_daemon_set(ns: &TestNamespace, family: ApiFamily) {
     use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSetSpec};
-    use mini_kcm_runtime::kinds::{DaemonSetObject, WorkloadKind};
+    use mini_kcm_runtime::api::kinds::{DaemonSetObject, WorkloadKind};
     let resource = WorkloadKind::DaemonSet.api_resource(family);
     let api: kube::Api<DaemonSetObject> =
         kube::Api::namespaced_with(ns.client.clone(), &ns.name, &resource);

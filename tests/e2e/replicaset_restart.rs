@@ -16,7 +16,7 @@ use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, controller_uid, is_active, replica_set, replica_sets,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
-use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::api::kinds::ApiFamily;
 use mini_kcm_testkit::{PlaneConfig, TestNamespace, shared_plane};
 
 const REPLICAS: usize = 40;

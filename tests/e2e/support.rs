@@ -64,10 +64,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Api;
 use kube::discovery::ApiResource;
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
-use mini_kcm_runtime::decisions::Decision;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind,
 };
+use mini_kcm_runtime::observability::decisions::Decision;
 use mini_kcm_testkit::TestNamespace;
 
 /// mini-kcm's controller manager, scoped to one test's namespace (so tests on a shared plane, and a
@@ -357,7 +357,7 @@ macro_rules! for_both_families {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Apps).await
+                    super::$name(mini_kcm_runtime::api::kinds::ApiFamily::Apps).await
                 }
             )*
         }
@@ -365,7 +365,7 @@ macro_rules! for_both_families {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(mini_kcm_runtime::kinds::ApiFamily::Copies).await
+                    super::$name(mini_kcm_runtime::api::kinds::ApiFamily::Copies).await
                 }
             )*
         }

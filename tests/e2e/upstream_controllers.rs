@@ -182,7 +182,7 @@ async fn daemon_set_gets_exactly_one_pod_per_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_run_beside_upstream_without_touching_each_other() {
     use mini_kcm_e2e::{TestManager, controller_uid, is_active, replica_set, replica_sets};
-    use mini_kcm_runtime::kinds::ApiFamily;
+    use mini_kcm_runtime::api::kinds::ApiFamily;
 
     let ns = TestNamespace::create(plane(), "side-by-side").await;
     let manager = TestManager::start(&ns, mini_kcm_manager::Kinds::Copies).await;

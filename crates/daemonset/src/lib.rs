@@ -44,7 +44,7 @@ mod status;
 mod test_fixtures;
 mod update;
 
-use mini_kcm_runtime::kinds::DaemonSetObject;
+use mini_kcm_runtime::api::kinds::DaemonSetObject;
 
 /// Builds one DaemonSet controller instance: the manager's descriptor table calls it.
 pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =

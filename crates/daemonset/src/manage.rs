@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::decisions::NodePlacement;
-use mini_kcm_runtime::events::EventType;
+use mini_kcm_runtime::observability::decisions::NodePlacement;
+use mini_kcm_runtime::observability::events::EventType;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
 use tokio::time::Instant;

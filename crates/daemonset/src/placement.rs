@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
     Node, NodeSelector, NodeSelectorRequirement, PodSpec, PodTemplateSpec, Taint, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::api::selector::Selector;
 
 use crate::DaemonSetObject;
 

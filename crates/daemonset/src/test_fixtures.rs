@@ -76,8 +76,8 @@ pub(crate) fn toleration(
 pub(crate) fn new_ds(name: &str) -> DaemonSetObject {
     let mut ds = DaemonSetObject::new(
         name,
-        &mini_kcm_runtime::kinds::WorkloadKind::DaemonSet
-            .api_resource(mini_kcm_runtime::kinds::ApiFamily::Apps),
+        &mini_kcm_runtime::api::kinds::WorkloadKind::DaemonSet
+            .api_resource(mini_kcm_runtime::api::kinds::ApiFamily::Apps),
         DaemonSetSpec {
             selector: LabelSelector {
                 match_labels: Some(simple_ds_labels()),

@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::int_or_percent::{IntOrPercentError, Rounding, scaled_value};
-use mini_kcm_runtime::kinds::ApiFamily;
+use mini_kcm_runtime::api::int_or_percent::{IntOrPercentError, Rounding, scaled_value};
+use mini_kcm_runtime::api::kinds::ApiFamily;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_available;
 

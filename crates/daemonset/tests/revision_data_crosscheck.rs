@@ -11,7 +11,7 @@
 //! ```
 
 use mini_kcm_daemonset::revision_data;
-use mini_kcm_runtime::kinds::DaemonSetObject;
+use mini_kcm_runtime::api::kinds::DaemonSetObject;
 
 /// Generates 500 random DaemonSets and upstream's revision data for them, with the Go program.
 fn generate_fixtures() -> String {

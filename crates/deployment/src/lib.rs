@@ -56,8 +56,8 @@ mod scale;
 mod status;
 mod strategy;
 
-use mini_kcm_runtime::int_or_percent::IntOrPercentError;
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
+use mini_kcm_runtime::api::int_or_percent::IntOrPercentError;
+use mini_kcm_runtime::api::kinds::{DeploymentObject, ReplicaSetObject};
 
 /// Builds one Deployment controller instance: the manager's descriptor table calls it.
 pub const NEW_CONTROLLER: mini_kcm_runtime::controller::NewController =

@@ -109,7 +109,7 @@ pub(crate) fn new_replica_set(
 /// Deployment's template (a create that raced our own earlier create). Otherwise the name is a hash
 /// collision: see [`bump_collision_count`].
 pub(crate) fn is_own_new_replica_set(d: &DeploymentObject, existing: &ReplicaSetObject) -> bool {
-    let ours = mini_kcm_runtime::kinds::controller_uid(&existing.metadata)
+    let ours = mini_kcm_runtime::api::kinds::controller_uid(&existing.metadata)
         .is_some_and(|uid| Some(uid) == d.metadata.uid.as_deref());
     ours && equal_ignore_hash(&d.spec.template, &rs_template(existing))
 }

@@ -11,7 +11,7 @@
 //! Each plan keeps the numbers it was decided from, and its `explain` formats the decision log's reason
 //! from them, so the explanation cannot drift from the arithmetic.
 
-use mini_kcm_runtime::int_or_percent::{Rounding, scaled_value};
+use mini_kcm_runtime::api::int_or_percent::{Rounding, scaled_value};
 
 use crate::accessors::{
     RECREATE_STRATEGY, ROLLING_UPDATE_STRATEGY, deployment_replicas, rs_available_replicas,

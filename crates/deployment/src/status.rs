@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use mini_kcm_runtime::features::{Feature, FeatureGates};
-use mini_kcm_runtime::kinds::{ApiFamily, StatusWithSelector};
+use mini_kcm_runtime::api::kinds::{ApiFamily, StatusWithSelector};
+use mini_kcm_runtime::switches::features::{Feature, FeatureGates};
 
 use crate::accessors::{deployment_replicas, deployment_status, generation, name};
 use crate::conditions::{

@@ -8,7 +8,7 @@
 //! intended one (a limit of `i32::MAX`).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use mini_kcm_runtime::int_or_percent::{Rounding, scaled_value};
+use mini_kcm_runtime::api::int_or_percent::{Rounding, scaled_value};
 
 use crate::accessors::{ROLLING_UPDATE_STRATEGY, deployment_replicas, strategy_type};
 use crate::{DeploymentObject, Error};

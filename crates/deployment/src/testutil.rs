@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReferen
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::controller::offline::{flushed_events, offline_controller, stored, sync};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError};
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::recorded_api::RecordedApi;
 

@@ -34,8 +34,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use mini_kcm_runtime::decisions::{Decision, DecisionFilter};
-use mini_kcm_runtime::inspect::ManagerView;
+use mini_kcm_runtime::observability::decisions::{Decision, DecisionFilter};
+use mini_kcm_runtime::observability::inspect::ManagerView;
 
 use crate::leader_election::LeaderState;
 use crate::live_view::LiveView;
@@ -310,7 +310,7 @@ async fn ready(State(health): State<Health>) -> (StatusCode, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mini_kcm_runtime::safeties::{Safeties, Safety};
+    use mini_kcm_runtime::switches::safeties::{Safeties, Safety};
     use std::time::SystemTime;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -369,7 +369,7 @@ mod tests {
             caches_synced: Arc::new(AtomicBool::new(synced)),
             leader: None,
             live_view: LiveView::new(
-                mini_kcm_runtime::decisions::DecisionLog::disabled(),
+                mini_kcm_runtime::observability::decisions::DecisionLog::disabled(),
                 &Safeties::all_on(),
                 Duration::ZERO,
             ),
@@ -466,7 +466,7 @@ mod tests {
 
         let mut broken = health(true);
         broken.live_view = LiveView::new(
-            mini_kcm_runtime::decisions::DecisionLog::disabled(),
+            mini_kcm_runtime::observability::decisions::DecisionLog::disabled(),
             &Safeties::without([Safety::SlowStart, Safety::Expectations]),
             Duration::from_secs(2),
         );
@@ -506,7 +506,7 @@ mod tests {
     /// With `ComponentFlagz` / `ComponentStatusz` off, as upstream, the paths are not served.
     #[tokio::test]
     async fn z_pages_whose_gate_is_off_are_not_found() {
-        use mini_kcm_runtime::features::{Feature, FeatureGates};
+        use mini_kcm_runtime::switches::features::{Feature, FeatureGates};
         let mut h = health(true);
         let gates = FeatureGates::default()
             .with(Feature::ComponentFlagz, false)

@@ -10,7 +10,7 @@
 //!   at most lease duration + retry period after the holder's last renewal (plus API latency).
 //! - The leader renews every retry period. If no renewal succeeds for a **renew deadline** (10 s) it has
 //!   lost: the manager stops every controller and the process exits non-zero, like upstream.
-//! - The write fence (see `mini_kcm_runtime::client::WriteFence`) is open only until a renewal's *start*
+//! - The write fence (see `mini_kcm_runtime::api::client::WriteFence`) is open only until a renewal's *start*
 //!   plus the renew deadline, so a leader that stalls (a paused process, a partition) stops writing at
 //!   least `lease duration − renew deadline` before any other replica can take over.
 //!
@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
-use mini_kcm_runtime::client::WriteFence;
+use mini_kcm_runtime::api::client::WriteFence;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio::time::Instant;

@@ -30,23 +30,23 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mini_kcm_runtime::client::{
+use mini_kcm_runtime::api::client::{
     ClientRateLimit, ControllerClientOptions, RequestBudget, RestClientMetrics, WriteFence,
     controller_client,
 };
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::controller::{Controller, ControllerOptions, NewController};
-use mini_kcm_runtime::decisions::{DecisionLimits, DecisionLog};
-use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::SharedInformers;
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
-use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::observability::decisions::{DecisionLimits, DecisionLog};
+use mini_kcm_runtime::observability::metrics::ControllerMetrics;
+use mini_kcm_runtime::switches::features::Feature;
 use mini_kcm_workqueue::WorkQueueMetrics;
 
 use leader_election::{ApiLeaseStore, LeaderElector, LeaderState};
 pub use leader_election::{LeaderElectionConfig, LeaderElectionError};
 use live_view::{LiveView, Running};
-pub use mini_kcm_runtime::features::{FeatureGates, feature_gates_help};
 pub use mini_kcm_runtime::informers::ContentType;
+pub use mini_kcm_runtime::switches::features::{FeatureGates, feature_gates_help};
 pub use object_view::{
     ConditionEntry, KeyQueueState, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
 };

@@ -6,15 +6,15 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use mini_kcm_runtime::controller::{Controller, ObjectKey};
-use mini_kcm_runtime::decisions::{DecidedBy, DecisionFilter, DecisionLog};
-use mini_kcm_runtime::informers::{Informer, SharedInformers};
-use mini_kcm_runtime::inspect::ManagerView;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, CONTROLLER_UID_INDEX, DaemonSetObject, DeploymentObject, POD_CONTROLLER_INDEX,
     ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
 };
-use mini_kcm_runtime::safeties::{Safeties, SwitchedOff};
+use mini_kcm_runtime::controller::{Controller, ObjectKey};
+use mini_kcm_runtime::informers::{Informer, SharedInformers};
+use mini_kcm_runtime::observability::decisions::{DecidedBy, DecisionFilter, DecisionLog};
+use mini_kcm_runtime::observability::inspect::ManagerView;
+use mini_kcm_runtime::switches::safeties::{Safeties, SwitchedOff};
 
 use crate::object_view::{
     ConditionEntry, KeyQueueState, ObjectQuery, ObjectView, PodEntry, ReplicaSetEntry, ViewedKind,
@@ -88,7 +88,7 @@ impl LiveView {
     pub(crate) fn decisions(
         &self,
         filter: &DecisionFilter,
-    ) -> Vec<mini_kcm_runtime::decisions::Decision> {
+    ) -> Vec<mini_kcm_runtime::observability::decisions::Decision> {
         self.decisions.recent(filter)
     }
 

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{DaemonSetCondition, DeploymentCondition, ReplicaSetCondition};
 use kube::api::ObjectMeta;
-use mini_kcm_runtime::decisions::{Decision, NodeMap, RolloutPoint, RoutineRetry};
-use mini_kcm_runtime::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::api::kinds::{DeploymentObject, ReplicaSetObject, controller_ref};
+use mini_kcm_runtime::observability::decisions::{Decision, NodeMap, RolloutPoint, RoutineRetry};
+use mini_kcm_runtime::observability::inspect::{ControllerView, ExpectationView, LIST_LIMIT};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::is_pod_ready;
 use serde::{Deserialize, Serialize};
@@ -389,7 +389,7 @@ impl ReplicaSetEntry {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use mini_kcm_runtime::inspect::{QueueView, QueuedView, SyncView, WaitingView};
+    use mini_kcm_runtime::observability::inspect::{QueueView, QueuedView, SyncView, WaitingView};
     use serde_json::json;
 
     fn pod(name: &str, hash: &str, ready: bool) -> Arc<CachedPod> {

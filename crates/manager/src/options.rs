@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use mini_kcm_runtime::features::FeatureGates;
+use mini_kcm_runtime::api::kinds::ApiFamily;
 use mini_kcm_runtime::informers::ContentType;
-use mini_kcm_runtime::kinds::ApiFamily;
-use mini_kcm_runtime::safeties::Safeties;
+use mini_kcm_runtime::switches::features::FeatureGates;
+use mini_kcm_runtime::switches::safeties::Safeties;
 use mini_kcm_workqueue::Priorities;
 
 use crate::leader_election::{LeaderElectionConfig, default_identity};

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::features::Feature;
+use mini_kcm_runtime::switches::features::Feature;
 use serde::Serialize;
 
 use crate::leader_election::LeaderElectionConfig;

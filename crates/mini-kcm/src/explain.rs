@@ -17,8 +17,8 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use mini_kcm_local_plane::Binaries;
 use mini_kcm_manager::{ObjectView, PodEntry, ViewedKind};
-use mini_kcm_runtime::decisions::{Decision, Outcome};
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::observability::decisions::{Decision, Outcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::kind_name::parse_kind_name;
@@ -491,7 +491,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use mini_kcm_manager::{ConditionEntry, KeyQueueState, ReplicaSetEntry};
-    use mini_kcm_runtime::decisions::{NodeMap, NodePlacement, Observation, RoutineRetry, Write};
+    use mini_kcm_runtime::observability::decisions::{
+        NodeMap, NodePlacement, Observation, RoutineRetry, Write,
+    };
 
     #[test]
     fn the_plane_kubeconfig_names_wins_over_the_first_running_one() {

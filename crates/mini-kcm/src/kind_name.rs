@@ -10,7 +10,7 @@
 //!   their own), and the copies' `mdeploy`, `mrs`, `mds`.
 
 use mini_kcm_crds::names::{DAEMON_SET_SHORT_NAME, DEPLOYMENT_SHORT_NAME, REPLICA_SET_SHORT_NAME};
-use mini_kcm_runtime::kinds::{ApiFamily, COPIES_GROUP, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, COPIES_GROUP, WorkloadKind};
 
 /// Short names: the apps/v1 ones say no family (like a plain `deployment`), the copies' say theirs.
 pub const SHORT_NAMES: &[(&str, WorkloadKind, Option<ApiFamily>)] = &[

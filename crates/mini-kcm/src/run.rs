@@ -451,7 +451,7 @@ mod tests {
     #[test]
     fn feature_gates_flag() {
         use clap::Parser;
-        use mini_kcm_runtime::features::Feature;
+        use mini_kcm_runtime::switches::features::Feature;
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]

@@ -10,7 +10,7 @@ use mini_kcm_local_plane::{
     UpstreamWorkloadControllers, VersionSet, config_from_kubeconfig,
 };
 use mini_kcm_manager::{FeatureGates, Kinds, ManagerOptions};
-use mini_kcm_runtime::safeties::{Safeties, Safety};
+use mini_kcm_runtime::switches::safeties::{Safeties, Safety};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Which Deployment/ReplicaSet/DaemonSet controllers run against the plane.

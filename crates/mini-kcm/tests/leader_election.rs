@@ -25,7 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DeploymentObject, ReplicaSetObject, WorkloadKind, controller_uid,
 };
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};

@@ -21,7 +21,7 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use mini_kcm_fixtures::{IMAGE, app_labels as labels, pod_template, selector};
 use mini_kcm_manager::{Kinds, ManagerError, ManagerOptions};
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind, controller_uid,
 };
 use mini_kcm_testkit::{PlaneConfig, PlaneInfo, TestNamespace, shared_plane};

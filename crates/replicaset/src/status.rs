@@ -10,10 +10,10 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::api::selector::Selector;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{is_pod_available, is_pod_ready};
-use mini_kcm_runtime::selector::Selector;
 
 /// The condition type upstream sets when pods cannot be created or deleted.
 pub(crate) const REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -145,8 +145,8 @@ mod tests {
     fn rs(min_ready: i32) -> ReplicaSetObject {
         let mut rs = ReplicaSetObject::new(
             "rs",
-            &mini_kcm_runtime::kinds::WorkloadKind::ReplicaSet
-                .api_resource(mini_kcm_runtime::kinds::ApiFamily::Apps),
+            &mini_kcm_runtime::api::kinds::WorkloadKind::ReplicaSet
+                .api_resource(mini_kcm_runtime::api::kinds::ApiFamily::Apps),
             ReplicaSetSpec {
                 replicas: Some(3),
                 min_ready_seconds: Some(min_ready),

@@ -852,7 +852,7 @@ impl tower::Service<http::Request<kube::client::Body>> for RecordedApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api_errors::{is_already_exists, is_conflict, is_not_found};
+    use crate::api::api_errors::{is_already_exists, is_conflict, is_not_found};
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
     use kube::Api;
     use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -1036,7 +1036,7 @@ mod tests {
         }
         recorded.react_to(Verb::Delete, "pods", "b", Reaction::Conflict);
         let informers = SharedInformers::new(recorded.client(), None);
-        let cache = crate::kinds::pod_informer(&informers);
+        let cache = crate::api::kinds::pod_informer(&informers);
         recorded.feed(&cache, &());
         assert_eq!(cache.list().len(), 2);
 

@@ -78,7 +78,7 @@ fn start_owned_plane(config: PlaneConfig) -> Result<PlaneInfo, String> {
                         crate::faults::serve(plane, served).await;
                     }
                     Err(e) => {
-                        let _ = tx.send(Err(mini_kcm_runtime::worker::error_chain(&e)));
+                        let _ = tx.send(Err(mini_kcm_runtime::controller::worker::error_chain(&e)));
                     }
                 }
             });

@@ -2,7 +2,7 @@
 //! and the failures of its history step ([`HistoryFailure`]). Messages name the step; the API server's
 //! answer is the source.
 
-use mini_kcm_runtime::ownership::ClaimError;
+use mini_kcm_runtime::controller::ownership::ClaimError;
 use mini_kcm_runtime::pods::control::PodWriteErrors;
 
 use crate::history::HistoryError;
@@ -25,9 +25,9 @@ pub(crate) enum SyncError {
     Status(#[source] kube::Error),
 }
 
-/// The rules every controller's failures follow (`mini_kcm_runtime::worker::SyncFailure`): a write
+/// The rules every controller's failures follow (`mini_kcm_runtime::controller::worker::SyncFailure`): a write
 /// conflict is routine, a namespace being deleted ends the key.
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
+impl mini_kcm_runtime::controller::worker::SyncFailure for SyncError {}
 
 /// Why the history could not be constructed.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ pub(crate) enum HistoryFailure {
         source: kube::Error,
     },
     #[error("claiming ControllerRevisions")]
-    Claim(#[from] mini_kcm_runtime::ownership::ClaimError),
+    Claim(#[from] mini_kcm_runtime::controller::ownership::ClaimError),
     #[error(
         "found a stale collision count ({cached:?}, expected {fresh:?}) of the DaemonSet; will retry until it is updated"
     )]

@@ -22,10 +22,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Taint};
+use mini_kcm_runtime::api::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::controller::wake::{self, wake};
 use mini_kcm_runtime::controller::{ObjectKey, PodEventRules};
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{POD_NODE_INDEX, controller_ref};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_workqueue::Wake;
 

@@ -31,18 +31,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
+use mini_kcm_runtime::api::kinds::{
+    WorkloadKind, controller_revision_informer, node_informer, pod_informer, workload_informer,
+};
+use mini_kcm_runtime::controller::expectations::{ControllerExpectations, ExpectationsSnapshot};
 use mini_kcm_runtime::controller::{
     ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
-use mini_kcm_runtime::expectations::{ControllerExpectations, ExpectationsSnapshot};
-use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
-use mini_kcm_runtime::kinds::{
-    WorkloadKind, controller_revision_informer, node_informer, pod_informer, workload_informer,
-};
-use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::observability::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
+use mini_kcm_runtime::switches::features::Feature;
 
 use crate::DaemonSetObject;
 use crate::backoff::{BACKOFF_GC_INTERVAL, FailedPodBackoff};

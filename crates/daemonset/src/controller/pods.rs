@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
-use mini_kcm_runtime::api_errors::is_not_found;
-use mini_kcm_runtime::events::object_reference;
+use mini_kcm_runtime::api::api_errors::is_not_found;
+use mini_kcm_runtime::observability::events::object_reference;
 use mini_kcm_runtime::pods::control::{PodWriteError, PodWriteErrors};
-use mini_kcm_runtime::slow_start::slow_start_batch;
+use mini_kcm_runtime::pods::slow_start::slow_start_batch;
 
 use super::DaemonSetController;
 use super::error::SyncError;

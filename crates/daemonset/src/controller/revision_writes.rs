@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::Patch;
-use mini_kcm_runtime::api_errors::{is_already_exists, is_not_found};
+use mini_kcm_runtime::api::api_errors::{is_already_exists, is_not_found};
+use mini_kcm_runtime::api::kinds::{CONTROLLER_UID_INDEX, orphan_index_value};
+use mini_kcm_runtime::api::selector::Selector;
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::kinds::{CONTROLLER_UID_INDEX, orphan_index_value};
-use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::controller::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::tracked_api::TrackedApi;
 use serde_json::json;
 
 use super::DaemonSetController;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use mini_kcm_runtime::controller::ObjectKey;
-use mini_kcm_runtime::ownership::OwnerInfo;
+use mini_kcm_runtime::controller::ownership::OwnerInfo;
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use crate::DaemonSetObject;

@@ -1,13 +1,13 @@
 //! The status write of a sync (upstream's `updateDaemonSetStatus` / `storeDaemonSetStatus`): counts from
 //! [`calculate_status`], written only when they or `observedGeneration` changed, through the status
 //! subresource with one retry after a fresh read (or left to the sync an event during this one already
-//! queued, see `mini_kcm_runtime::status_writes`); then the moment to look again: when the next Ready pod
+//! queued, see `mini_kcm_runtime::api::status_writes`); then the moment to look again: when the next Ready pod
 //! becomes available (any daemon pod, surged ones included), if `minReadySeconds` is set.
 
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::tracked_api::TrackedApi;
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
 
 use mini_kcm_runtime::controller::{Requeue, wake};
 

@@ -20,15 +20,15 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::api::kinds::pods_for_owner;
+use mini_kcm_runtime::api::selector::Selector;
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
+use mini_kcm_runtime::controller::expectations::waiting_reason;
+use mini_kcm_runtime::controller::ownership::{OwnerInfo, claim};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
-use mini_kcm_runtime::decisions;
-use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::expectations::waiting_reason;
-use mini_kcm_runtime::kinds::pods_for_owner;
-use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::observability::decisions;
+use mini_kcm_runtime::observability::events::object_reference;
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use super::DaemonSetController;
 use super::error::SyncError;

@@ -14,12 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ApiResource;
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::controller::ObjectKey;
 use mini_kcm_runtime::controller::offline::{
     drain_queue, flushed_events, key, offline_controller, stored,
 };
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 use mini_kcm_runtime::recorded_api::{Reaction, RecordedApi, Verb};
 use mini_kcm_workqueue::Priority;
@@ -400,10 +400,10 @@ async fn placements_are_reparsed_when_the_generation_changes() {
 #[tokio::test]
 async fn feature_gates_reach_placement_and_read_your_own_writes() {
     use k8s_openapi::api::core::v1::{Taint, Toleration};
+    use mini_kcm_runtime::api::kinds::ApiFamily;
     use mini_kcm_runtime::controller::ControllerOptions;
     use mini_kcm_runtime::controller::offline::offline_controller_with;
-    use mini_kcm_runtime::features::{Feature, FeatureGates};
-    use mini_kcm_runtime::kinds::ApiFamily;
+    use mini_kcm_runtime::switches::features::{Feature, FeatureGates};
 
     let mut ds = daemon_set("foo", status(0, 0, 0, 0));
     ds.spec.template.spec.as_mut().unwrap().tolerations = Some(vec![Toleration {

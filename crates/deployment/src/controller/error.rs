@@ -2,7 +2,7 @@
 //! [`MAX_RETRIES`](super::MAX_RETRIES) times in a row, as upstream. Messages name the step; the API
 //! server's answer is the source.
 
-use mini_kcm_runtime::ownership::ClaimError;
+use mini_kcm_runtime::controller::ownership::ClaimError;
 
 /// Why a sync failed; the key is retried with backoff (at most 15 times in a row, as upstream).
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +45,6 @@ pub(crate) enum SyncError {
     NoNewReplicaSet,
 }
 
-/// The rules every controller's failures follow (`mini_kcm_runtime::worker::SyncFailure`): a write
+/// The rules every controller's failures follow (`mini_kcm_runtime::controller::worker::SyncFailure`): a write
 /// conflict is routine, a namespace being deleted ends the key.
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
+impl mini_kcm_runtime::controller::worker::SyncFailure for SyncError {}

@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
+use mini_kcm_runtime::api::kinds::{DeploymentObject, ReplicaSetObject};
 use mini_kcm_runtime::controller::wake::{self, wake};
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{DeploymentObject, ReplicaSetObject};
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::DeploymentController;

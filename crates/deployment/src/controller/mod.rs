@@ -19,14 +19,14 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::discovery::ApiResource;
+use mini_kcm_runtime::api::kinds::{
+    DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
+};
 use mini_kcm_runtime::controller::{
     ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Owners, Reconcile, Requeue,
 };
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
-use mini_kcm_runtime::kinds::{
-    DeploymentObject, ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
-};
-use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::observability::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 pub(crate) use error::SyncError;

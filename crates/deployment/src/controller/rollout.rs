@@ -8,14 +8,16 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Patch;
-use mini_kcm_runtime::api_errors::{error_message, is_already_exists, is_not_found};
+use mini_kcm_runtime::api::api_errors::{error_message, is_already_exists, is_not_found};
+use mini_kcm_runtime::api::kinds::{
+    ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector,
+};
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
+use mini_kcm_runtime::controller::ownership::OwnerInfo;
 use mini_kcm_runtime::controller::{ObjectKey, Requeue};
-use mini_kcm_runtime::decisions;
-use mini_kcm_runtime::events::{EventType, object_reference};
-use mini_kcm_runtime::kinds::{ApiFamily, DeploymentObject, ReplicaSetObject, StatusWithSelector};
-use mini_kcm_runtime::ownership::OwnerInfo;
+use mini_kcm_runtime::observability::decisions;
+use mini_kcm_runtime::observability::events::{EventType, object_reference};
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::tracked_api::TrackedApi;
 use serde_json::json;
 
 use super::DeploymentController;
@@ -444,7 +446,7 @@ impl<'a> Rollout<'a> {
 
     /// Writes a recomputed status (nothing else about the Deployment changed) if it differs from the
     /// stored one, unless an event during this sync already queued the next sync, which will write a
-    /// newer one (see `mini_kcm_runtime::status_writes`).
+    /// newer one (see `mini_kcm_runtime::api::status_writes`).
     async fn write_status(
         &mut self,
         status: StatusWithSelector<DeploymentStatus>,

@@ -13,17 +13,17 @@
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::controller::{ObjectKey, Requeue};
-use mini_kcm_runtime::decisions;
-use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     CONTROLLER_UID_INDEX, DeploymentObject, POD_CONTROLLER_INDEX, ReplicaSetObject,
     orphan_index_value,
 };
-use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::api::selector::Selector;
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
+use mini_kcm_runtime::controller::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::controller::{ObjectKey, Requeue};
+use mini_kcm_runtime::observability::decisions;
+use mini_kcm_runtime::observability::events::object_reference;
 use mini_kcm_runtime::pods::cached::CachedPod;
-use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::tracked_api::TrackedApi;
 
 use super::DeploymentController;
 use super::error::SyncError;

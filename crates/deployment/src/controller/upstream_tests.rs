@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::controller::ownership::{AdoptionRefused, ClaimError};
 use mini_kcm_runtime::controller::{Requeue, SyncKeyError};
-use mini_kcm_runtime::ownership::{AdoptionRefused, ClaimError};
 use mini_kcm_runtime::pods::cached::{CachedPod, CachedPodStatus};
 
 use super::SyncError;

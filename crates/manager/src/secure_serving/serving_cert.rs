@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
-use mini_kcm_runtime::worker::error_chain;
+use mini_kcm_runtime::controller::worker::error_chain;
 use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;

@@ -13,10 +13,10 @@ use k8s_openapi::serde_json::{self, Value};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use mini_kcm_deployment::revision;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::kinds::{
     ApiFamily, DaemonSetObject, DeploymentObject, ReplicaSetObject, WorkloadKind, controller_uid,
 };
-use mini_kcm_runtime::selector::Selector;
+use mini_kcm_runtime::api::selector::Selector;
 
 /// The annotation kubectl reads a revision's change cause from.
 pub const CHANGE_CAUSE_ANNOTATION: &str = "kubernetes.io/change-cause";

@@ -30,7 +30,7 @@ use k8s_openapi::serde_json::Value;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, Client};
 use mini_kcm_deployment::LAST_APPLIED_CONFIG_ANNOTATION;
-use mini_kcm_runtime::kinds::{DaemonSetObject, DeploymentObject};
+use mini_kcm_runtime::api::kinds::{DaemonSetObject, DeploymentObject};
 
 use resource::{RolloutKind, Target};
 use undo::Rollback;

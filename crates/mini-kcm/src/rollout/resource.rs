@@ -6,7 +6,7 @@
 
 use anyhow::{anyhow, bail};
 use kube::discovery::ApiResource;
-use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 
 use crate::kind_name::{KindName, parse_kind_name};
 
@@ -110,7 +110,7 @@ fn parse_type(type_name: &str) -> anyhow::Result<(RolloutKind, ApiFamily)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mini_kcm_runtime::kinds::COPIES_GROUP;
+    use mini_kcm_runtime::api::kinds::COPIES_GROUP;
 
     fn parsed(resource: &str) -> (RolloutKind, ApiFamily, String) {
         match Target::parse(resource, None) {

@@ -14,7 +14,7 @@ use k8s_openapi::serde::de::DeserializeOwned;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use mini_kcm_deployment::REVISION_ANNOTATION;
-use mini_kcm_runtime::kinds::{DaemonSetObject, DeploymentObject};
+use mini_kcm_runtime::api::kinds::{DaemonSetObject, DeploymentObject};
 
 /// kubectl's `TimedOutReason`: the Progressing condition's reason once the deadline passed.
 const TIMED_OUT_REASON: &str = "ProgressDeadlineExceeded";
@@ -210,7 +210,7 @@ mod tests {
         DaemonSetSpec, DaemonSetStatus, DaemonSetUpdateStrategy, DeploymentCondition,
         DeploymentSpec, DeploymentStatus,
     };
-    use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+    use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 
     fn deployment(
         generation: i64,

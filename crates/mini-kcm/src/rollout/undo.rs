@@ -18,7 +18,7 @@ use k8s_openapi::serde_json::{self, json};
 use mini_kcm_deployment::{
     POD_TEMPLATE_HASH_LABEL, equal_ignore_hash, revision, skip_copy_annotation,
 };
-use mini_kcm_runtime::kinds::{DaemonSetObject, DeploymentObject, ReplicaSetObject};
+use mini_kcm_runtime::api::kinds::{DaemonSetObject, DeploymentObject, ReplicaSetObject};
 
 use super::history::revision_template;
 
@@ -170,7 +170,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
     use k8s_openapi::serde_json::Value;
     use kube::api::ObjectMeta;
-    use mini_kcm_runtime::kinds::{ApiFamily, WorkloadKind};
+    use mini_kcm_runtime::api::kinds::{ApiFamily, WorkloadKind};
 
     const REV: &str = "deployment.kubernetes.io/revision";
 

@@ -1,4 +1,4 @@
-//! What each safety mechanism prevents, shown by switching it off (`mini_kcm_runtime::safeties`, the
+//! What each safety mechanism prevents, shown by switching it off (`mini_kcm_runtime::switches::safeties`, the
 //! unit-level twin of `tests/e2e/breaking.rs` and docs/tour-breaking.md): whole syncs on caches filled
 //! by hand and the recorded API, where "the cache lags" is simply a write not yet delivered.
 
@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use mini_kcm_runtime::api::kinds::ApiFamily;
 use mini_kcm_runtime::controller::offline::{key, offline_controller_with, sync};
 use mini_kcm_runtime::controller::{ControllerOptions, SyncKeyError};
-use mini_kcm_runtime::kinds::ApiFamily;
 use mini_kcm_runtime::recorded_api::{Reaction, RecordedApi, Verb};
-use mini_kcm_runtime::safeties::{Safeties, Safety};
+use mini_kcm_runtime::switches::safeties::{Safeties, Safety};
 
 use super::ReplicaSetController;
 use super::tests::{pod, replica_set, seed, stored_pods, with_status};

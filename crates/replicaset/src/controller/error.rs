@@ -1,7 +1,7 @@
 //! How a ReplicaSet sync fails: [`SyncError`]; the key is requeued with backoff (for ever, as upstream).
 //! Messages name the step; the API server's answer is the source.
 
-use mini_kcm_runtime::ownership::ClaimError;
+use mini_kcm_runtime::controller::ownership::ClaimError;
 
 use crate::status::ManageFailure;
 
@@ -16,6 +16,6 @@ pub(crate) enum SyncError {
     Status(#[source] kube::Error),
 }
 
-/// The rules every controller's failures follow (`mini_kcm_runtime::worker::SyncFailure`): a write
+/// The rules every controller's failures follow (`mini_kcm_runtime::controller::worker::SyncFailure`): a write
 /// conflict is routine, a namespace being deleted ends the key.
-impl mini_kcm_runtime::worker::SyncFailure for SyncError {}
+impl mini_kcm_runtime::controller::worker::SyncFailure for SyncError {}

@@ -11,9 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mini_kcm_runtime::api::kinds::ReplicaSetObject;
 use mini_kcm_runtime::controller::PodEventRules;
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::ReplicaSetObject;
 use mini_kcm_runtime::pods::cached::CachedPod;
 
 use super::ReplicaSetController;

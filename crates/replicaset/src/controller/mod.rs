@@ -23,16 +23,18 @@ mod upstream_tests;
 use std::sync::Arc;
 
 use kube::Client;
+use mini_kcm_runtime::api::kinds::{
+    ReplicaSetObject, WorkloadKind, pod_informer, workload_informer,
+};
+use mini_kcm_runtime::controller::expectations::{ExpectationsSnapshot, UidTrackingExpectations};
 use mini_kcm_runtime::controller::{
     ControllerCore, ControllerKind, ControllerOptions, ObjectKey, Reconcile, Requeue,
 };
-use mini_kcm_runtime::expectations::{ExpectationsSnapshot, UidTrackingExpectations};
-use mini_kcm_runtime::features::Feature;
 use mini_kcm_runtime::informers::{Informer, SharedInformers};
-use mini_kcm_runtime::kinds::{ReplicaSetObject, WorkloadKind, pod_informer, workload_informer};
-use mini_kcm_runtime::metrics::ControllerMetrics;
+use mini_kcm_runtime::observability::metrics::ControllerMetrics;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::control::PodControl;
+use mini_kcm_runtime::switches::features::Feature;
 
 use crate::EVENT_COMPONENT;
 

@@ -1,10 +1,10 @@
 //! The status write: only when the computed status differs from the stored one and is not left to the
-//! pending sync (`mini_kcm_runtime::status_writes`), with one retry on a fresh read (upstream's
+//! pending sync (`mini_kcm_runtime::api::status_writes`), with one retry on a fresh read (upstream's
 //! `updateReplicaSetStatus`).
 
 use k8s_openapi::api::apps::v1::ReplicaSetStatus;
-use mini_kcm_runtime::kinds::{ReplicaSetObject, StatusWithSelector};
-use mini_kcm_runtime::tracked_api::TrackedApi;
+use mini_kcm_runtime::api::kinds::{ReplicaSetObject, StatusWithSelector};
+use mini_kcm_runtime::api::tracked_api::TrackedApi;
 
 use crate::status::status_changed;
 

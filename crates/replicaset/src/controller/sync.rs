@@ -6,7 +6,7 @@
 //! 3. if the expectations are satisfied and the ReplicaSet is not being deleted: plan and execute
 //!    creations or deletions;
 //! 4. compute and write the status (unless an event during the sync already queued the next one, see
-//!    `mini_kcm_runtime::status_writes`); ask to sync again when Ready pods become available.
+//!    `mini_kcm_runtime::api::status_writes`); ask to sync again when Ready pods become available.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,22 +14,22 @@ use std::time::Duration;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use mini_kcm_runtime::api_errors::{error_message, is_not_found};
-use mini_kcm_runtime::controller::{ObjectKey, Requeue, wake};
-use mini_kcm_runtime::decisions;
-use mini_kcm_runtime::events::object_reference;
-use mini_kcm_runtime::expectations::waiting_reason;
-use mini_kcm_runtime::features::Feature;
-use mini_kcm_runtime::kinds::{
+use mini_kcm_runtime::api::api_errors::{error_message, is_not_found};
+use mini_kcm_runtime::api::kinds::{
     CONTROLLER_UID_INDEX, POD_CONTROLLER_INDEX, ReplicaSetObject, controller_uid, pods_for_owner,
 };
-use mini_kcm_runtime::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::api::selector::Selector;
+use mini_kcm_runtime::controller::expectations::waiting_reason;
+use mini_kcm_runtime::controller::ownership::{OwnerInfo, claim};
+use mini_kcm_runtime::controller::{ObjectKey, Requeue, wake};
+use mini_kcm_runtime::observability::decisions;
+use mini_kcm_runtime::observability::events::object_reference;
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::pods::ranking::{
     is_pod_active, is_pod_terminating, next_availability_check_since_evaluation,
 };
-use mini_kcm_runtime::selector::Selector;
-use mini_kcm_runtime::slow_start::{describe_batches, slow_start_batch};
+use mini_kcm_runtime::pods::slow_start::{describe_batches, slow_start_batch};
+use mini_kcm_runtime::switches::features::Feature;
 
 use super::ReplicaSetController;
 use super::error::SyncError;

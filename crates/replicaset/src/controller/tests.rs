@@ -16,10 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use mini_kcm_fixtures::PodFixture;
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_runtime::controller::offline::{drain_queue, flushed_events, key, offline_controller};
 use mini_kcm_runtime::controller::{ObjectKey, Requeue, SyncKeyError, sync_key};
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
 use mini_kcm_runtime::pods::cached::CachedPod;
 use mini_kcm_runtime::recorded_api::{Reaction, RecordedApi, Verb};
 use mini_kcm_workqueue::Priority;
@@ -133,7 +133,7 @@ pub(super) fn deliver_replica_sets(api: &RecordedApi, c: &ReplicaSetController) 
 /// resourceVersion after its deletion (the cache cannot drop an object, and the recorded API deletes at
 /// once). Returns the keys the handler queued, taken out of the queue as the worker would take them
 /// before the sync the test runs next (a key left pending would defer that sync's status write, see
-/// `mini_kcm_runtime::status_writes`).
+/// `mini_kcm_runtime::api::status_writes`).
 pub(super) async fn deliver_pods(api: &RecordedApi, c: &ReplicaSetController) -> Vec<String> {
     deliver_pods_except(api, c, "").await
 }
@@ -499,7 +499,7 @@ async fn after_releasing_a_pod_the_next_sync_waits_until_the_cache_shows_it() {
 async fn the_consistency_gate_switches_read_your_own_writes() {
     use mini_kcm_runtime::controller::ControllerOptions;
     use mini_kcm_runtime::controller::offline::offline_controller_with;
-    use mini_kcm_runtime::features::{Feature, FeatureGates};
+    use mini_kcm_runtime::switches::features::{Feature, FeatureGates};
 
     for gate in [true, false] {
         let api = RecordedApi::new();
@@ -533,8 +533,8 @@ async fn the_consistency_gate_switches_read_your_own_writes() {
 /// apart and does not show them as errors); a server that cannot answer is a real failure.
 #[tokio::test]
 async fn a_conflict_and_a_stale_cache_are_routine_retries_an_unavailable_server_is_not() {
-    use mini_kcm_runtime::decisions::RoutineRetry;
-    use mini_kcm_runtime::worker::SyncFailure;
+    use mini_kcm_runtime::controller::worker::SyncFailure;
+    use mini_kcm_runtime::observability::decisions::RoutineRetry;
 
     for (reaction, routine) in [
         (Reaction::Conflict, Some(RoutineRetry::Conflict)),

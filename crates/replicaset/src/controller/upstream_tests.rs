@@ -6,7 +6,7 @@
 //!
 //! Ported elsewhere: TestSyncReplicaSetDoesNothing and TestOverlappingRSs (`super::tests`), the pure
 //! decisions (`crate::plan`: TestGetPodsToDelete; `crate::status`: TestCalculateStatus,
-//! TestCalculateStatusConditions), TestSlowStartBatch (`mini_kcm_runtime::slow_start`).
+//! TestCalculateStatusConditions), TestSlowStartBatch (`mini_kcm_runtime::pods::slow_start`).
 //!
 //! Not ported: TestWatchControllers and TestWatchPods (they run informers on a fake watch; the recorded
 //! API serves no watches, and the handlers they reach are tested here directly); TestRSSyncExpectations
@@ -21,15 +21,15 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject};
+use mini_kcm_runtime::controller::expectations::ExpectedCounts;
 use mini_kcm_runtime::controller::offline::{drain_queue, key, offline_controller_with};
+use mini_kcm_runtime::controller::ownership::{AdoptionRefused, ClaimError};
+use mini_kcm_runtime::controller::worker::{SyncFailure, error_chain};
 use mini_kcm_runtime::controller::{ControllerOptions, Requeue, SyncKeyError, sync_key, wake};
-use mini_kcm_runtime::expectations::ExpectedCounts;
-use mini_kcm_runtime::features::{Feature, FeatureGates};
 use mini_kcm_runtime::informers::{Change, Origin};
-use mini_kcm_runtime::kinds::{ApiFamily, ReplicaSetObject};
-use mini_kcm_runtime::ownership::{AdoptionRefused, ClaimError};
 use mini_kcm_runtime::recorded_api::{Reaction, RecordedApi, Verb};
-use mini_kcm_runtime::worker::{SyncFailure, error_chain};
+use mini_kcm_runtime::switches::features::{Feature, FeatureGates};
 
 use super::status_write::update_status;
 use super::tests::{

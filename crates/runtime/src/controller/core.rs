@@ -20,7 +20,7 @@
 //! longer cached is forgotten everywhere — consistency records, deferred status writes and the
 //! controller's own bookkeeping — and succeeds. Only an existing object reaches [`Reconcile::sync`].
 //!
-//! What happens to a key after its sync is decided in one place, `crate::worker` (controller-runtime's
+//! What happens to a key after its sync is decided in one place, `crate::controller::worker` (controller-runtime's
 //! `reconcileHandler`): success forgets its failures and honours the [`Requeue`] the sync returned; a
 //! failure requeues it with rate-limited backoff, drops it after `max_retries` (Deployments), or
 //! forgets it when the failure says no retry can help.
@@ -42,23 +42,23 @@ use serde::de::DeserializeOwned;
 
 use super::wake::{self, wake};
 use super::{Controller, ObjectKey, Owners};
-use crate::client::RequestBudget;
-use crate::consistency::ConsistencyStore;
-use crate::decisions::{DecidedBy, DecisionLog, RoutineRetry};
-use crate::events::EventRecorder;
-use crate::expectations::ExpectationsSnapshot;
-use crate::features::{Feature, FeatureGates};
+use crate::api::client::RequestBudget;
+use crate::api::kinds::{ApiFamily, WorkloadKind};
+use crate::api::status_writes::StatusWrites;
+use crate::api::tracked_api::TrackedApi;
+use crate::controller::consistency::ConsistencyStore;
+use crate::controller::expectations::ExpectationsSnapshot;
+use crate::controller::worker::{SyncFailure, Workers, run_workers};
 use crate::informers::{Change, Informer, Origin, SharedInformers};
-use crate::inspect::{ControllerView, SyncStats};
-use crate::kinds::{ApiFamily, WorkloadKind};
-use crate::metrics::ControllerMetrics;
+use crate::observability::decisions::{DecidedBy, DecisionLog, RoutineRetry};
+use crate::observability::events::EventRecorder;
+use crate::observability::inspect::{ControllerView, SyncStats};
+use crate::observability::metrics::ControllerMetrics;
 use crate::pods::cached::CachedPod;
 use crate::pods::ranking::is_pod_ready;
-use crate::safeties::{Safeties, Safety};
-use crate::slow_start;
-use crate::status_writes::StatusWrites;
-use crate::tracked_api::TrackedApi;
-use crate::worker::{SyncFailure, Workers, run_workers};
+use crate::pods::slow_start;
+use crate::switches::features::{Feature, FeatureGates};
+use crate::switches::safeties::{Safeties, Safety};
 
 /// The per-key cap of client-go's `DefaultControllerRateLimiter`.
 const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
@@ -213,7 +213,7 @@ where
     }
 
     /// The API of its own objects, for the sync of `owner`: every write through it is recorded for that
-    /// sync (`crate::tracked_api`).
+    /// sync (`crate::api::tracked_api`).
     pub fn own_api(&self, owner: &ObjectKey) -> TrackedApi<K>
     where
         K: Resource<DynamicType = ApiResource, Scope = DynamicResourceScope>,
@@ -254,7 +254,7 @@ where
         )
     }
 
-    /// The size of the first batch of pod creations (`crate::slow_start`; all at once when a learner
+    /// The size of the first batch of pod creations (`crate::pods::slow_start`; all at once when a learner
     /// switched slow start off).
     pub fn initial_batch_size(&self) -> usize {
         slow_start::initial_batch_size(&self.options.safeties)

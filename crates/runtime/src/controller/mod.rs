@@ -4,28 +4,37 @@
 //! A controller here is upstream's shape: event handlers map informer events to [`ObjectKey`]s of the
 //! objects it manages (finding owners through [`Owners`]; [`Owners::to_wake`] routes a child's event;
 //! [`wake`] says why, in words, and how urgently), a work queue hands each key to one worker at a time
-//! (`crate::worker::run_workers`), and a sync reads a snapshot from the caches, decides (pure code in the
+//! (`crate::controller::worker::run_workers`), and a sync reads a snapshot from the caches, decides (pure code in the
 //! controller's crate) and writes.
 //!
 //! [`ControllerCore`] holds what every controller has and runs it: the workers, the prologue of each
-//! sync ("object gone" handled once) and, through `crate::worker`, the one decision of what becomes of
+//! sync ("object gone" handled once) and, through `crate::controller::worker`, the one decision of what becomes of
 //! a key afterwards. A controller implements [`Reconcile`] (its sync of an existing object, plus what it
 //! keeps beside the core) and is thereby a [`Controller`], the trait the manager runs every controller
 //! through, built from its descriptor table (one entry per controller, like kube-controller-manager's).
+//!
+//! Beside the skeleton, what keeps a sync from acting twice or on what is not its own:
+//! [`expectations`] (the creations and deletions a sync waits to see), [`consistency`] (the
+//! resourceVersions of its own writes its caches must show first) and [`ownership`] (claiming and
+//! releasing children, upstream's `ClaimPods`); [`worker`] is the loop around each sync.
 
+pub mod consistency;
 mod core;
+pub mod expectations;
 // Its own module, so the bookkeeping keyed by it (expectations, decisions) does not depend on the skeleton.
 pub(crate) mod key;
 #[cfg(any(test, feature = "testing"))]
 pub mod offline;
 mod owners;
+pub mod ownership;
 mod pod_events;
 mod to_wake;
 pub mod wake;
+pub mod worker;
 
 use futures::future::BoxFuture;
 
-use crate::inspect::ControllerView;
+use crate::observability::inspect::ControllerView;
 
 pub use core::{
     ControllerCore, ControllerKind, ControllerOptions, NewController, Reconcile, Requeue,
@@ -44,6 +53,6 @@ pub trait Controller: Send + Sync {
     /// Stops handing out keys.
     fn shut_down(&self);
 
-    /// Its queue, expectations and sync counts right now (the live view; see `crate::inspect`).
+    /// Its queue, expectations and sync counts right now (the live view; see `crate::observability::inspect`).
     fn inspect(&self) -> ControllerView;
 }

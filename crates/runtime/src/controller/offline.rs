@@ -13,10 +13,10 @@ use serde::de::DeserializeOwned;
 
 use super::core::{built, sync_key};
 use super::{ControllerCore, ControllerOptions, ObjectKey, Reconcile, Requeue, SyncKeyError};
-use crate::events::EventRecorder;
+use crate::api::kinds::ApiFamily;
 use crate::informers::{Informer, SharedInformers};
-use crate::kinds::ApiFamily;
-use crate::metrics::ControllerMetrics;
+use crate::observability::events::EventRecorder;
+use crate::observability::metrics::ControllerMetrics;
 use crate::recorded_api::RecordedApi;
 
 /// One instance of `R` (`apps/v1`, one worker), its handlers registered, on caches filled by hand and a

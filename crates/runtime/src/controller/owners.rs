@@ -10,7 +10,7 @@
 //!   its (non-empty) labels — each may adopt it;
 //! - [`Owners::recheck`]: the uncached read before the first adoption of a claim pass, so nothing is
 //!   adopted for an owner that is gone, re-created or being deleted (the cache may lag). A learner may
-//!   switch it off (`mini-kcm up --without adoption-recheck`, `crate::safeties`) to watch what it prevents.
+//!   switch it off (`mini-kcm up --without adoption-recheck`, `crate::switches::safeties`) to watch what it prevents.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -21,12 +21,12 @@ use kube::api::ObjectMeta;
 use kube::discovery::ApiResource;
 use serde::de::DeserializeOwned;
 
+use crate::api::kinds::controller_ref;
+use crate::api::selector::Selector;
+use crate::api::tracked_api::TrackedApi;
+use crate::controller::ownership::AdoptionRefused;
 use crate::informers::Informer;
-use crate::kinds::controller_ref;
-use crate::ownership::AdoptionRefused;
-use crate::safeties::{Safeties, Safety};
-use crate::selector::Selector;
-use crate::tracked_api::TrackedApi;
+use crate::switches::safeties::{Safeties, Safety};
 
 /// The owners of one kind (and family) as a controller sees them: its cache of them and how to read
 /// their selector.

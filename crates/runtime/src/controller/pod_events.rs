@@ -19,7 +19,7 @@ use mini_kcm_workqueue::Wake;
 
 use super::wake::{self, wake};
 use super::{ControllerCore, ObjectKey};
-use crate::expectations::{ControllerExpectations, UidTrackingExpectations};
+use crate::controller::expectations::{ControllerExpectations, UidTrackingExpectations};
 use crate::informers::{Change, Origin};
 use crate::pods::cached::CachedPod;
 

@@ -20,7 +20,7 @@ use kube::api::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use super::owners::Owners;
-use crate::kinds::controller_ref;
+use crate::api::kinds::controller_ref;
 
 /// The owners one child event concerns, by why.
 #[derive(Debug)]
@@ -82,8 +82,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 
     use super::*;
+    use crate::api::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind, workload_informer};
     use crate::informers::SharedInformers;
-    use crate::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind, workload_informer};
 
     /// ReplicaSets `web` (selects app=web), `web-2` (app=web too) and `db` (app=db) in `ns`.
     fn owners() -> Owners<ReplicaSetObject> {

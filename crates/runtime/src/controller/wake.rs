@@ -15,8 +15,8 @@
 use kube::api::ObjectMeta;
 use mini_kcm_workqueue::Wake;
 
+use crate::api::kinds::controller_ref;
 use crate::informers::Origin;
-use crate::kinds::controller_ref;
 use crate::pods::cached::CachedPod;
 use crate::pods::ranking::is_pod_ready;
 

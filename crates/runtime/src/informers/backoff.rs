@@ -18,7 +18,7 @@
 //!   most that many retries from it.
 //!
 //! Inside one request, kube's retry of 429/503 waits at most 2 s too, the server's `Retry-After`
-//! included (`crate::transport`): a restarting API server asks for 5 s on custom resources.
+//! included (`crate::api::transport`): a restarting API server asks for 5 s on custom resources.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;

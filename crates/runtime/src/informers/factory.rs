@@ -17,7 +17,7 @@ use super::list_mode::{ListMode, consistent_stream_client, list_and_watch};
 use super::protobuf_watch::{ProtobufDecoding, protobuf_decoding};
 use super::watch_delay::delayed;
 use super::{Indexer, Informer};
-use crate::inspect::InformerView;
+use crate::observability::inspect::InformerView;
 
 /// A kind an informer can watch: how to build its `Api` for the whole cluster or one namespace (kube's
 /// constructors differ between static and dynamic kinds), what the cache keeps of an object, and
@@ -93,7 +93,7 @@ impl Watched for k8s_openapi::api::core::v1::Node {
     }
 }
 
-impl<P, U> Watched for crate::object::Workload<P, U>
+impl<P, U> Watched for crate::api::object::Workload<P, U>
 where
     P: Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     U: Clone + Default + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -127,7 +127,7 @@ pub struct SharedInformers {
     /// How late every watch event reaches the caches (`with_watch_delay`; zero but for learners).
     watch_delay: Duration,
     informers: Arc<Mutex<HashMap<String, Box<dyn Any + Send + Sync>>>>,
-    /// How to view each informer (`crate::inspect`), in creation order.
+    /// How to view each informer (`crate::observability::inspect`), in creation order.
     views: Arc<Mutex<Vec<InformerViewFn>>>,
     /// Watches of informers created since the last `start`.
     pending: Arc<Mutex<Vec<Pending>>>,
@@ -197,7 +197,7 @@ impl SharedInformers {
 
     /// The informer for `K` (described by `dyntype`), created on first request with `indexers`. Later
     /// requests return the same informer; their indexers must be a subset of the first request's (the
-    /// shared kinds' indexers are declared in one place, see `crate::kinds`).
+    /// shared kinds' indexers are declared in one place, see `crate::api::kinds`).
     pub(crate) fn informer<K>(
         &self,
         dyntype: &K::DynamicType,
@@ -330,7 +330,7 @@ fn jittered_resync_period(min: Duration, unit: f64) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::pod_informer;
+    use crate::api::kinds::pod_informer;
 
     /// A server that speaks JSON only, as for an aggregated API without protobuf: 406 to a request
     /// accepting protobuf only, a streamed list of pod `a` in JSON otherwise. Records each request's

@@ -11,7 +11,7 @@ use kube::Resource;
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 
-use crate::inspect::InformerView;
+use crate::observability::inspect::InformerView;
 
 use super::content_type::WireFormat;
 use super::list_mode::ListMode;
@@ -244,7 +244,7 @@ impl<K: Resource> Informer<K> {
         self.inner.observed_resource_version.load(Ordering::Acquire)
     }
 
-    /// The cache at a glance (`crate::inspect`); `resource` names it (`apps/v1/replicasets`).
+    /// The cache at a glance (`crate::observability::inspect`); `resource` names it (`apps/v1/replicasets`).
     pub(crate) fn view(&self, resource: &str) -> InformerView {
         InformerView {
             kind: self.inner.kind.clone(),

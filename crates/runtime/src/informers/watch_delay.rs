@@ -1,7 +1,7 @@
 //! A watch whose events reach the cache late, on purpose: each event is handed on a fixed delay after it
 //! arrived, in order, so the caches lag the API server as a busy cluster's can (`mini-kcm up
 //! --watch-delay 2s`, for learning; docs/tour-breaking.md). With the lag widened from milliseconds to
-//! seconds, what a safety mechanism prevents (`crate::safeties`) happens every time it is switched off.
+//! seconds, what a safety mechanism prevents (`crate::switches::safeties`) happens every time it is switched off.
 //!
 //! The watch is read as fast as it delivers while earlier events wait their turn, so the lag stays the
 //! delay and does not grow with the number of events.

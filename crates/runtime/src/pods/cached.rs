@@ -45,7 +45,7 @@ use serde::Deserialize;
 pub struct CachedPod {
     #[serde(
         default,
-        deserialize_with = "crate::object::metadata_without_managed_fields"
+        deserialize_with = "crate::api::object::metadata_without_managed_fields"
     )]
     pub metadata: ObjectMeta,
     #[serde(default)]

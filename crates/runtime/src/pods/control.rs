@@ -6,13 +6,13 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use kube::Client;
 use kube::api::ObjectMeta;
 
-use crate::api_errors::{error_message, is_namespace_terminating, is_not_found};
-use crate::consistency::ConsistencyStore;
+use crate::api::api_errors::{error_message, is_namespace_terminating, is_not_found};
+use crate::api::tracked_api::TrackedApi;
+use crate::controller::consistency::ConsistencyStore;
 use crate::controller::key::ObjectKey;
-use crate::events::EventRecorder;
-use crate::ownership::OwnerInfo;
+use crate::controller::ownership::OwnerInfo;
+use crate::observability::events::EventRecorder;
 use crate::pods::cached::CachedPod;
-use crate::tracked_api::TrackedApi;
 
 /// The longest name (and so `generateName` prefix) the API server accepts for a pod.
 const MAX_NAME_LENGTH: usize = 253;
@@ -167,7 +167,7 @@ impl PodControl {
         result.map(|_| ())
     }
 
-    /// Pods in the owner's namespace, written for the owner (module `crate::tracked_api`).
+    /// Pods in the owner's namespace, written for the owner (module `crate::api::tracked_api`).
     fn api(&self, owner_key: &ObjectKey) -> TrackedApi<CachedPod> {
         TrackedApi::namespaced(
             self.client.clone(),

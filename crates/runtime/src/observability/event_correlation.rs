@@ -4,7 +4,7 @@
 //! to every event before it is written:
 //! 1. **aggregation**: events that share source, object, type and reason but differ in message are
 //!    counted per group; from the 10th distinct message within 10 minutes on, they are replaced by one
-//!    event "(combined from similar events): <message>";
+//!    event `"(combined from similar events): <message>"`;
 //! 2. **logging**: an event seen before (same key) becomes a PATCH of the existing Event's count,
 //!    last timestamp and message instead of a new Event;
 //! 3. **spam filter**: a token bucket per source, object and type (burst 25, one token per 5 minutes)

@@ -5,22 +5,22 @@
 use mini_kcm_workqueue::WorkQueueMetrics;
 use prometheus::Registry;
 
-use crate::consistency::StaleSyncSkips;
-use crate::events::EVENTS_DROPPED;
-use crate::status_writes::STATUS_WRITES_DEFERRED;
-use crate::worker::SYNC_PANICS;
+use crate::api::status_writes::STATUS_WRITES_DEFERRED;
+use crate::controller::consistency::StaleSyncSkips;
+use crate::controller::worker::SYNC_PANICS;
+use crate::observability::events::EVENTS_DROPPED;
 
-pub use crate::counter::Counter;
+pub use crate::observability::counter::Counter;
 
 #[derive(Clone)]
 pub struct ControllerMetrics {
     /// Upstream's `<subsystem>_stale_sync_skips_total`.
     pub stale_sync_skips: StaleSyncSkips,
-    /// `<subsystem>_sync_panics_total` (see `crate::worker`).
+    /// `<subsystem>_sync_panics_total` (see `crate::controller::worker`).
     pub sync_panics: Counter,
-    /// `<subsystem>_events_dropped_total` (see `crate::events`).
+    /// `<subsystem>_events_dropped_total` (see `crate::observability::events`).
     pub events_dropped: Counter,
-    /// `<subsystem>_status_writes_deferred_total` (see `crate::status_writes`).
+    /// `<subsystem>_status_writes_deferred_total` (see `crate::api::status_writes`).
     pub status_writes_deferred: Counter,
     /// The work queue metrics (client-go names), if exported.
     pub queue: Option<WorkQueueMetrics>,

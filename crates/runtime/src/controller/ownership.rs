@@ -21,11 +21,11 @@ use kube::api::{ObjectMeta, Patch};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::api_errors::{is_invalid, is_not_found};
+use crate::api::api_errors::{is_invalid, is_not_found};
+use crate::api::kinds::controller_ref;
+use crate::api::tracked_api::TrackedApi;
 use crate::controller::key::ObjectKey;
-use crate::decisions;
-use crate::kinds::controller_ref;
-use crate::tracked_api::TrackedApi;
+use crate::observability::decisions;
 
 /// The owner side of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -518,7 +518,7 @@ mod tests {
             recorded.client(),
             "pod",
             &ObjectKey::new("ns", "rs"),
-            crate::consistency::ConsistencyStore::default(),
+            crate::controller::consistency::ConsistencyStore::default(),
         );
         let cached = Pod {
             metadata: child(None),

@@ -3,7 +3,7 @@
 //! reasons, messages and correlation.
 //!
 //! Publishing an event is an API call; a sync must not wait for it. [`EventRecorder`] correlates each
-//! event on the spot (see [`crate::event_correlation`]: a burst of similar events becomes a few Events
+//! event on the spot (see [`crate::observability::event_correlation`]: a burst of similar events becomes a few Events
 //! whose counts are patched) and queues the resulting write on a bounded channel; one background task
 //! makes the writes, retrying transient failures like client-go's broadcaster (12 tries, 10 s apart).
 //! The writes draw from the controller's request budget with lower priority than its other requests:
@@ -24,10 +24,12 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::sync::mpsc;
 
-use crate::api_errors::is_not_found;
-use crate::client::RequestBudget;
-use crate::counter::{Counter, CounterSpec};
-use crate::event_correlation::{Correlated, EventCorrelator, EventIdentity, SeriesId};
+use crate::api::api_errors::is_not_found;
+use crate::api::client::RequestBudget;
+use crate::observability::counter::{Counter, CounterSpec};
+use crate::observability::event_correlation::{
+    Correlated, EventCorrelator, EventIdentity, SeriesId,
+};
 
 /// client-go's `maxQueuedEvents`.
 const QUEUE_LENGTH: usize = 1000;
@@ -339,7 +341,7 @@ pub fn object_reference<K: kube::Resource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{ClientRateLimit, RateLimitLayer};
+    use crate::api::client::{ClientRateLimit, RateLimitLayer};
     use tower::Layer;
 
     /// A client drawing from `budget` whose API server answers every request with an Event and

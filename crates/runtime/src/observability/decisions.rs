@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use mini_kcm_workqueue::Woken;
 use serde::{Deserialize, Serialize};
 
-use crate::api_errors::is_conflict;
+use crate::api::api_errors::is_conflict;
 use crate::controller::key::ObjectKey;
 
 /// Most lines (observations, plans, reasons) kept per decision; later ones are counted, not kept.
@@ -199,11 +199,11 @@ pub enum Outcome {
 }
 
 /// Why a sync that did not finish is a routine retry rather than a failure. Which failures are routine
-/// is decided by `crate::worker::SyncFailure::routine`; this names the reason and explains it to a
+/// is decided by `crate::controller::worker::SyncFailure::routine`; this names the reason and explains it to a
 /// reader (the live view's tooltips, `mini-kcm explain`).
 ///
 /// A sync that waits for its expectations is not one of these: it finishes normally and its decision
-/// says `skipped` (see `crate::expectations`).
+/// says `skipped` (see `crate::controller::expectations`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RoutineRetry {
@@ -216,7 +216,7 @@ pub enum RoutineRetry {
 impl RoutineRetry {
     pub const ALL: [RoutineRetry; 2] = [RoutineRetry::Conflict, RoutineRetry::StaleCache];
 
-    /// The rule for an API server's answer, for a failed sync (`crate::worker::SyncFailure::routine`)
+    /// The rule for an API server's answer, for a failed sync (`crate::controller::worker::SyncFailure::routine`)
     /// and a failed write alike: a 409 Conflict is routine (a name clash, `AlreadyExists`, is not).
     pub fn of_api_error(error: &kube::Error) -> Option<RoutineRetry> {
         is_conflict(error).then_some(RoutineRetry::Conflict)
@@ -484,7 +484,7 @@ impl DecisionLog {
     /// Files a finished draft, if it decided anything or failed; a node map or rollout point is kept
     /// either way.
     /// Files `draft` with how its sync ended. A sync that decided nothing is filed only if it failed
-    /// (a routine retry that decided nothing is only counted, in `crate::inspect`).
+    /// (a routine retry that decided nothing is only counted, in `crate::observability::inspect`).
     pub(crate) fn file(&self, draft: Draft, outcome: Outcome) {
         let Some(inner) = &self.inner else {
             return;

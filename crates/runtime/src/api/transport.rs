@@ -11,7 +11,7 @@
 //! the config, its connect/read/write timeouts, base URI, authentication, extra headers such as the
 //! User-Agent and impersonation, kube's retry of 429/5xx when the config asks for it) over a connector
 //! that sets it. What kube's stack has and this one leaves out: its `tracing` span per request at debug
-//! level (the request metrics of [`crate::client`] count and time every request) and gzip (not enabled
+//! level (the request metrics of [`crate::api::client`] count and time every request) and gzip (not enabled
 //! in this build).
 //!
 //! Two kinds of config keep kube's own builder: a proxy (which this build's kube rejects: neither its

@@ -8,7 +8,7 @@
 //!
 //! Timestamps use `tokio::time::Instant` so tests on a paused tokio clock can jump past the timeout.
 //!
-//! A learner may switch them off (`mini-kcm up --without expectations`, `crate::safeties`): the counters
+//! A learner may switch them off (`mini-kcm up --without expectations`, `crate::switches::safeties`): the counters
 //! are still kept (the live view shows them), but [`ControllerExpectations::satisfied_expectations`]
 //! always answers yes, so a sync acts on a cache that does not show its own creations yet.
 
@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::controller::key::ObjectKey;
-use crate::safeties::{Safeties, Safety};
+use crate::switches::safeties::{Safeties, Safety};
 
 /// After this long unmet expectations are ignored and the owner syncs anyway (upstream `ExpectationsTimeout`).
 pub(crate) const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
@@ -37,7 +37,7 @@ pub fn waiting_reason(pending: Option<ExpectedCounts>) -> String {
     format!("expectations not satisfied, {add} creation(s) and {del} deletion(s) not yet observed")
 }
 
-/// Every owner's outstanding counts and how long ago they were set (see `crate::inspect`).
+/// Every owner's outstanding counts and how long ago they were set (see `crate::observability::inspect`).
 #[derive(Debug, Clone, Default)]
 pub struct ExpectationsSnapshot {
     pub records: Vec<(ObjectKey, ExpectedCounts, Duration)>,

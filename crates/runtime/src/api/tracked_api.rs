@@ -1,11 +1,11 @@
 //! The one way a controller writes: an API of one kind, in one owner's namespace, on the controller's own
 //! client, that records every write where the next sync and the decision log need it.
 //!
-//! A write a sync makes must be remembered twice. Read-your-own-writes (`crate::consistency`) needs the
+//! A write a sync makes must be remembered twice. Read-your-own-writes (`crate::controller::consistency`) needs the
 //! resourceVersion the server gave the written object, under the key of the owner whose sync wrote it,
 //! so that owner's next sync waits until the caches show it; a forgotten record lets that sync act on a
 //! cache without the write — the double creation or stale status KEP-5647 exists to prevent. And the
-//! sync's decision (`crate::decisions`, what `mini-kcm explain` shows) lists each write with its outcome.
+//! sync's decision (`crate::observability::decisions`, what `mini-kcm explain` shows) lists each write with its outcome.
 //! Upstream wires the first as an `OnWrite` callback into its pod control and calls `WroteAt` by hand for
 //! other kinds; here every write of every kind goes through [`TrackedApi`], which does both, so no call
 //! site records anything and none can forget to (`tests/architecture` checks that the controller crates
@@ -20,9 +20,9 @@ use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::consistency::ConsistencyStore;
+use crate::controller::consistency::ConsistencyStore;
 use crate::controller::key::ObjectKey;
-use crate::decisions;
+use crate::observability::decisions;
 
 /// An API of `K` in the owner's namespace whose writes are recorded for that owner (module header).
 /// Reads (`get`) go through it too, uncached and unrecorded.

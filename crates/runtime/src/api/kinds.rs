@@ -1,7 +1,7 @@
 //! The workload kinds and their two API families.
 //!
 //! Every controller handles `apps/v1` objects and their CRD copies in `minikcm.dev/v1` with ONE code
-//! path: objects are [`Workload<Spec, Status>`](crate::object::Workload) (spec and status types from
+//! path: objects are [`Workload<Spec, Status>`](crate::api::object::Workload) (spec and status types from
 //! k8s-openapi, identical in both families) and the family only decides the runtime [`ApiResource`].
 //! The one difference is `status.selector` of the scalable kinds, which only the copies store: see
 //! [`StatusWithSelector`].
@@ -16,10 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::discovery::ApiResource;
 use serde::{Deserialize, Serialize};
 
+use crate::api::object::Workload;
+use crate::api::selector::label_selector_string;
 use crate::informers::{Indexer, Informer, SharedInformers};
-use crate::object::Workload;
 use crate::pods::cached::CachedPod;
-use crate::selector::label_selector_string;
 
 /// A ReplicaSet of either family.
 pub type ReplicaSetObject = Workload<ReplicaSetSpec, StatusWithSelector<ReplicaSetStatus>>;

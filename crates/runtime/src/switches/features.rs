@@ -184,7 +184,7 @@ pub enum FeatureGateError {
 
 /// Every gate kube-controller-manager v1.37.2 accepts in `--feature-gates`, one per line (`#` comments),
 /// `Name` or `Name locked-to=true|false` (tests/e2e/bad_input.rs checks it against the built binary).
-pub const KUBE_CONTROLLER_MANAGER_GATES: &str = include_str!("../data/kcm-feature-gates.txt");
+pub const KUBE_CONTROLLER_MANAGER_GATES: &str = include_str!("../../data/kcm-feature-gates.txt");
 
 /// How kube-controller-manager v1.37.2 takes the gate `name`: `None` when it does not know it, else the
 /// value it is locked to, if any.

@@ -6,8 +6,8 @@
 //!
 //! | mechanism | read in | switched off |
 //! | --- | --- | --- |
-//! | [`Safety::Expectations`] | `crate::expectations` (`satisfied_expectations`) | a sync acts although its own creations and deletions are not yet in the cache |
-//! | [`Safety::SlowStart`] | `crate::slow_start::initial_batch_size` | every pod of a sync is created in one batch |
+//! | [`Safety::Expectations`] | `crate::controller::expectations` (`satisfied_expectations`) | a sync acts although its own creations and deletions are not yet in the cache |
+//! | [`Safety::SlowStart`] | `crate::pods::slow_start::initial_batch_size` | every pod of a sync is created in one batch |
 //! | [`Safety::AdoptionRecheck`] | `crate::controller::Owners::recheck` | orphans are adopted on the cached owner's word alone |
 //! | [`Safety::ReadYourOwnWrites`] | `crate::controller::ControllerCore::new` (the consistency store) | a sync runs while the cache lags the controller's own writes |
 //!

@@ -8,7 +8,7 @@ use std::future::Future;
 
 use futures::future::join_all;
 
-use crate::safeties::{Safeties, Safety};
+use crate::switches::safeties::{Safeties, Safety};
 
 /// Size of the first batch; each further batch is twice the previous one (upstream `SlowStartInitialBatchSize`).
 pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;

@@ -10,7 +10,7 @@
 //! It also decides, in one place ([`SyncFailure::routine`]), which failures are **routine retries**: a
 //! write conflict, or a cache that has not yet seen the controller's own writes. They are requeued like
 //! any failure, but logged at debug, counted apart from real failures (the live view's *routine* column,
-//! `crate::inspect::SyncView`) and filed in the decision log as `retried`, not `failed`.
+//! `crate::observability::inspect::SyncView`) and filed in the decision log as `retried`, not `failed`.
 //!
 //! A sync that panics is treated like a failed sync: the panic is caught, logged with the key, its
 //! message, where it happened and a backtrace, counted in `<controller>_sync_panics_total`, and the key
@@ -29,12 +29,12 @@ use futures::FutureExt;
 use mini_kcm_workqueue::{Wake, WorkQueue};
 use tracing::Instrument;
 
-use crate::api_errors::is_namespace_terminating;
+use crate::api::api_errors::is_namespace_terminating;
 use crate::controller::Requeue;
 use crate::controller::key::ObjectKey;
-use crate::counter::{Counter, CounterSpec};
-use crate::decisions::{DecidedBy, DecisionLog, Outcome as Filed, RoutineRetry};
-use crate::inspect::{SyncEnd, SyncStats};
+use crate::observability::counter::{Counter, CounterSpec};
+use crate::observability::decisions::{DecidedBy, DecisionLog, Outcome as Filed, RoutineRetry};
+use crate::observability::inspect::{SyncEnd, SyncStats};
 
 /// An error a sync returns. The three controllers' errors follow the same rules, decided from the API
 /// server's answer found in the error's chain of sources ([`SyncFailure::api_error`]).
@@ -119,7 +119,7 @@ pub struct Workers {
     pub panics: Counter,
     /// Sync counts for the live view.
     pub stats: SyncStats,
-    /// Where each sync's decision is filed (see `crate::decisions`).
+    /// Where each sync's decision is filed (see `crate::observability::decisions`).
     pub decisions: DecisionLog,
 }
 
@@ -399,7 +399,7 @@ mod tests {
                     };
                     tokio::task::yield_now().await;
                     if key == "ns/flaky" && n == 1 {
-                        crate::decisions::plan("about to blow up");
+                        crate::observability::decisions::plan("about to blow up");
                         panic!("first sync of {key} blows up");
                     }
                     synced.lock().unwrap().push(key);
@@ -439,7 +439,7 @@ mod tests {
         assert_eq!(filed.len(), 1, "{filed:?}");
         assert_eq!(filed[0].plan, ["about to blow up"]);
         assert!(
-            matches!(&filed[0].outcome, crate::decisions::Outcome::Failed { error } if error.contains("blows up")),
+            matches!(&filed[0].outcome, crate::observability::decisions::Outcome::Failed { error } if error.contains("blows up")),
             "{filed:?}"
         );
 
@@ -516,7 +516,7 @@ mod tests {
                         match key.as_str() {
                             // Decided, wrote, then met a conflict: filed as a routine retry.
                             "ns/conflicted" => {
-                                crate::decisions::plan("scale web-1 to 2");
+                                crate::observability::decisions::plan("scale web-1 to 2");
                                 return Err(KeyError::Failed(ApiFailure::new(409, "Conflict")));
                             }
                             // Held back before deciding anything: only counted.
@@ -551,7 +551,7 @@ mod tests {
             by_reason,
             [(RoutineRetry::Conflict, 1), (RoutineRetry::StaleCache, 1)]
         );
-        let filed: Vec<(String, crate::decisions::Outcome)> = log
+        let filed: Vec<(String, crate::observability::decisions::Outcome)> = log
             .recent(&Default::default())
             .into_iter()
             .map(|d| (d.name.clone(), d.outcome.clone()))

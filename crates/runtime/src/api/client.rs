@@ -1,13 +1,13 @@
 //! One API client per controller, as kube-controller-manager gives each controller its own.
 //!
-//! Each controller's client carries, as tower layers around the transport of [`crate::transport`] (kube's
+//! Each controller's client carries, as tower layers around the transport of [`crate::api::transport`] (kube's
 //! stack, with `TCP_NODELAY`), outermost first:
 //! - a **rate limit** like client-go's: `--kube-api-qps` (20) with bursts of `--kube-api-burst` (30), so
 //!   one busy controller cannot starve the others or flood the API server; each request reserves a token
 //!   from the controller's [`RequestBudget`] and waits until the token exists. The controller's event
 //!   writes draw from the same budget (as upstream's, whose event broadcaster shares the controller's
 //!   client) but with lower priority ([`RequestBudget::wait_for_spare_tokens`], used by
-//!   [`crate::events`]);
+//!   [`crate::observability::events`]);
 //! - a **write fence** (leader election): while this process does not hold the lease, every mutating
 //!   request fails before it is sent, so a replica that lost its lease cannot write even from a sync that
 //!   was already running;
@@ -90,7 +90,7 @@ pub fn controller_client(
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let builder = crate::transport::client_builder(config)?
+    let builder = crate::api::transport::client_builder(config)?
         .with_layer(&RequestMetricsLayer {
             metrics: options.metrics.clone(),
             client: options.name.clone(),

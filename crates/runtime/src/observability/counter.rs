@@ -1,7 +1,7 @@
 //! The per-controller counters (`<subsystem>_sync_panics_total`, `<subsystem>_events_dropped_total`,
 //! `<subsystem>_status_writes_deferred_total`): one shape, [`Counter`], named under the controller's
 //! metrics subsystem by the [`CounterSpec`] of the module that counts, or registered nowhere in unit
-//! tests. `crate::metrics` bundles them.
+//! tests. `crate::observability::metrics` bundles them.
 
 /// A counter's name (after the subsystem) and help text, kept beside the code that counts.
 pub(crate) struct CounterSpec {

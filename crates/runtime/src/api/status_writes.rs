@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use mini_kcm_workqueue::WorkQueue;
 
 use crate::controller::key::ObjectKey;
-use crate::counter::{Counter, CounterSpec};
+use crate::observability::counter::{Counter, CounterSpec};
 
 /// The counter of deferrals: `<subsystem>_status_writes_deferred_total` (`ControllerMetrics`).
 pub(crate) const STATUS_WRITES_DEFERRED: CounterSpec = CounterSpec {

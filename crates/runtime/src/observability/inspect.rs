@@ -15,10 +15,10 @@ use mini_kcm_workqueue::WorkQueue;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::controller::expectations::{EXPECTATIONS_TIMEOUT, ExpectationsSnapshot};
 use crate::controller::key::ObjectKey;
-use crate::decisions::{DecidedBy, RoutineRetry};
-use crate::expectations::{EXPECTATIONS_TIMEOUT, ExpectationsSnapshot};
-use crate::safeties::SwitchedOff;
+use crate::observability::decisions::{DecidedBy, RoutineRetry};
+use crate::switches::safeties::SwitchedOff;
 
 /// Most entries of any list in a view.
 pub const LIST_LIMIT: usize = 200;
@@ -243,7 +243,7 @@ pub struct SyncStats {
     inner: Arc<StatsInner>,
 }
 
-/// How one sync ended, as the sync counts tell it (decided by `crate::worker`).
+/// How one sync ended, as the sync counts tell it (decided by `crate::controller::worker`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SyncEnd {
     Done,
