@@ -80,7 +80,8 @@ k8s_minor="${KUBERNETES_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
 if ((k8s_minor < 37)); then
   sed -i 's#"k8s.io/kubernetes/test/utils/ktesting/format"#"k8s.io/kubernetes/test/utils/format"#' suite_test.go
 fi
-ldflags=""
+# No symbol table or DWARF, as the plane (deploy/control-plane/build.sh).
+ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=${KUBERNETES_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${k8s_minor}"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"

@@ -108,7 +108,9 @@ prepare_k8s_module() {
 
 build_k8s() {
   cd "$src_dir/k8s"
-  local ldflags=""
+  # No symbol table or DWARF (-s -w): a third smaller, linked a third faster (kwok: 3.3 s -> 2.4 s);
+  # panics still name their functions.
+  local ldflags="-s -w"
   local pkg
   # Stamp the version like k/k's hack/lib/version.sh so `--version` and /version report it.
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -126,11 +128,11 @@ build_etcd() {
   rm -rf "$dir"; mkdir -p "$dir"; cd "$dir"
   go mod init local/etcdbin
   go get -tool "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
-  go build -trimpath -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
 }
 
 build_kwok() {
-  GOBIN="$bin_dir" go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+  GOBIN="$bin_dir" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
 }
 
 echo "building control plane $version_set into $bin_dir (first build takes minutes; later ones are cached)"

@@ -19,7 +19,7 @@ use mini_kcm_e2e::denied_writes::{DeniedWrites, manager_config};
 use mini_kcm_e2e::{
     TIMEOUT, TestManager, app_selector, check_every_state, controller_uid, deployment_of,
     deployments, for_both_families, is_active, progressing_reason, replica_sets, rolling_update,
-    wait_deployment_complete,
+    wait_deployment, wait_deployment_complete, wait_progressing,
 };
 use mini_kcm_manager::{Kinds, ManagerOptions};
 use mini_kcm_runtime::api::kinds::{ApiFamily, ReplicaSetObject, WorkloadKind};
@@ -70,21 +70,7 @@ async fn a_selector_on_pod_template_hash_is_refused_not_run_away() {
         .create(&PostParams::default(), &d)
         .await
         .unwrap();
-    let d = ns
-        .wait_for_with(
-            &deployments(&ns, family),
-            WorkloadKind::Deployment.api_resource(family),
-            "web",
-            "Progressing False SelectorUsesPodTemplateHash",
-            TIMEOUT,
-            |d| {
-                d.is_some_and(|d| {
-                    progressing_reason(d).as_deref() == Some("SelectorUsesPodTemplateHash")
-                })
-            },
-        )
-        .await
-        .unwrap();
+    let d = wait_progressing(&ns, family, "web", "SelectorUsesPodTemplateHash").await;
     let status = d.status.unwrap().status;
     assert_eq!(status.observed_generation, d.metadata.generation);
     // The refusal is written by the sync that would otherwise have created the first ReplicaSet.
@@ -495,21 +481,7 @@ async fn a_stuck_rollout_exceeds_its_progress_deadline(family: ApiFamily) {
         json!({"spec": {"template": {"metadata": {"labels": {"app": "web", "minikcm.dev/kwok-behaviour": "never-ready"}}}}}),
     )
     .await;
-    let d = ns
-        .wait_for_with(
-            &deployments(&ns, family),
-            WorkloadKind::Deployment.api_resource(family),
-            "web",
-            "Progressing False ProgressDeadlineExceeded",
-            TIMEOUT,
-            |d| {
-                d.is_some_and(|d| {
-                    progressing_reason(d).as_deref() == Some("ProgressDeadlineExceeded")
-                })
-            },
-        )
-        .await
-        .unwrap();
+    let d = wait_progressing(&ns, family, "web", "ProgressDeadlineExceeded").await;
     let condition = d
         .status
         .unwrap()
@@ -575,17 +547,14 @@ async fn pause_holds_the_rollout_and_resume_completes_it(family: ApiFamily) {
     patch(&ns, family, "web", json!({"spec": {"paused": true}})).await;
     patch(&ns, family, "web", image("3.9")).await;
     // The controller has seen the new template (generation observed) and says it is paused...
-    ns.wait_for_with(
-        &deployments(&ns, family),
-        WorkloadKind::Deployment.api_resource(family),
+    wait_deployment(
+        &ns,
+        family,
         "web",
         "the paused condition for the new generation",
-        TIMEOUT,
         |d| {
-            d.is_some_and(|d| {
-                d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
-                    && progressing_reason(d).as_deref() == Some("DeploymentPaused")
-            })
+            d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
+                && progressing_reason(d).as_deref() == Some("DeploymentPaused")
         },
     )
     .await;
@@ -631,19 +600,16 @@ async fn rollback_reuses_the_old_replica_set(family: ApiFamily) {
     )
     .await;
     // The controller clears the request (and changes the template, a new generation).
-    ns.wait_for_with(
-        &deployments(&ns, family),
-        WorkloadKind::Deployment.api_resource(family),
+    wait_deployment(
+        &ns,
+        family,
         "web",
         "the rollback request to be handled",
-        TIMEOUT,
         |d| {
-            d.is_some_and(|d| {
-                !d.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key("deprecated.deployment.rollback.to"))
-            })
+            !d.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("deprecated.deployment.rollback.to"))
         },
     )
     .await;

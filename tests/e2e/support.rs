@@ -232,25 +232,75 @@ pub async fn wait_deployment_complete(
     name: &str,
     replicas: i32,
 ) -> DeploymentObject {
+    wait_deployment(
+        ns,
+        family,
+        name,
+        &format!("a complete rollout of {replicas} replicas"),
+        |d| {
+            let s = d.status.clone().unwrap_or_default();
+            s.observed_generation == d.metadata.generation
+                && s.updated_replicas.unwrap_or(0) == replicas
+                && s.available_replicas.unwrap_or(0) == replicas
+                && s.replicas.unwrap_or(0) == replicas
+                && progressing_reason(d).as_deref() == Some("NewReplicaSetAvailable")
+        },
+    )
+    .await
+}
+
+/// Waits (up to [`TIMEOUT`], with a dump on failure) until Deployment `name` exists and satisfies
+/// `condition`; `what` names the awaited state in the failure's message.
+pub async fn wait_deployment(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    what: &str,
+    condition: impl Fn(&DeploymentObject) -> bool,
+) -> DeploymentObject {
     ns.wait_for_with(
         &deployments(ns, family),
         WorkloadKind::Deployment.api_resource(family),
         name,
-        &format!("a complete rollout of {replicas} replicas"),
+        what,
         TIMEOUT,
-        |d| {
-            d.is_some_and(|d| {
-                let s = d.status.clone().unwrap_or_default();
-                s.observed_generation == d.metadata.generation
-                    && s.updated_replicas.unwrap_or(0) == replicas
-                    && s.available_replicas.unwrap_or(0) == replicas
-                    && s.replicas.unwrap_or(0) == replicas
-                    && progressing_reason(d).as_deref() == Some("NewReplicaSetAvailable")
-            })
-        },
+        |d| d.is_some_and(&condition),
     )
     .await
     .unwrap()
+}
+
+/// Waits until the Deployment controller has seen `name`'s current generation (a new template: the
+/// rollout has started).
+pub async fn wait_generation_observed(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    what: &str,
+) -> DeploymentObject {
+    wait_deployment(ns, family, name, what, |d| {
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == d.metadata.generation)
+    })
+    .await
+}
+
+/// Waits until `name`'s Progressing condition has `reason`.
+pub async fn wait_progressing(
+    ns: &TestNamespace,
+    family: ApiFamily,
+    name: &str,
+    reason: &str,
+) -> DeploymentObject {
+    wait_deployment(
+        ns,
+        family,
+        name,
+        &format!("Progressing with reason {reason}"),
+        |d| progressing_reason(d).as_deref() == Some(reason),
+    )
+    .await
 }
 
 /// The reason of the Deployment's Progressing condition.
