@@ -24,6 +24,8 @@
 
 // Keeps every `pub` that no other crate can reach from claiming more than pub(crate).
 #![warn(unreachable_pub)]
+// Every public item and field says what it is: the surface other crates read.
+#![warn(missing_docs)]
 // Docs link private items where that is where the reader should go: `cargo doc --document-private-items`.
 #![allow(rustdoc::private_intra_doc_links)]
 

@@ -34,12 +34,19 @@ use crate::informers::Informer;
 /// The verb of a request, as the API server's audit log names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verb {
+    /// `GET` of one object (or of its subresource).
     Get,
+    /// `GET` of a collection.
     List,
+    /// `GET` with `watch=true` (answered with an error: watches are not served).
     Watch,
+    /// `POST` to a collection.
     Create,
+    /// `PUT` of one object or its subresource.
     Update,
+    /// `PATCH` of one object or its subresource.
     Patch,
+    /// `DELETE` of one object.
     Delete,
 }
 
@@ -68,9 +75,11 @@ impl Verb {
 /// One request the API received, whatever it was answered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedRequest {
+    /// What it did.
     pub verb: Verb,
     /// The resource's plural, with the subresource after a slash: `pods`, `replicasets/status`.
     pub resource: String,
+    /// The namespace in its path; `None` for a cluster-scoped or all-namespaces request.
     pub namespace: Option<String>,
     /// The object's name (for a creation: the name it was given, also from `generateName`).
     pub name: Option<String>,
@@ -211,6 +220,7 @@ pub struct RecordedApi {
 }
 
 impl RecordedApi {
+    /// An empty server: no objects, no reactors, no requests.
     pub fn new() -> Self {
         RecordedApi::default()
     }

@@ -31,7 +31,9 @@ use tower::{Layer, Service};
 /// Request rate limits of one controller's client.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientRateLimit {
+    /// Sustained requests per second (`--kube-api-qps`); 0 or less means no limit.
     pub qps: f32,
+    /// The most requests that may go out at once: the token bucket's size (`--kube-api-burst`).
     pub burst: u32,
 }
 
@@ -54,6 +56,7 @@ pub struct ControllerClientOptions {
     pub identity: String,
     /// The token bucket its requests draw from (shared with the controller's event writes).
     pub budget: RequestBudget,
+    /// Where the client's request metrics go; `None` records none.
     pub metrics: Option<RestClientMetrics>,
     /// With leader election: writes pass only while the lease is held.
     pub fence: Option<WriteFence>,
@@ -113,6 +116,7 @@ pub struct RequestBudget {
 }
 
 impl RequestBudget {
+    /// A budget of its own with `limit`'s rate and burst; unlimited when `qps <= 0`.
     pub fn new(limit: ClientRateLimit) -> Self {
         RequestBudget {
             bucket: (limit.qps > 0.0)
@@ -254,6 +258,7 @@ impl WriteFence {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
 
+    /// Whether a write may be sent now: the fence is open and its deadline not yet passed.
     pub fn allows_writes(&self) -> bool {
         self.open_until
             .lock()
@@ -326,6 +331,7 @@ pub struct RestClientMetrics {
 }
 
 impl RestClientMetrics {
+    /// Creates the two metrics and registers them in `registry` (fails if they are already there).
     pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let requests = IntCounterVec::new(
             Opts::new(

@@ -21,13 +21,18 @@ pub enum Rounding {
 /// Why a value could not be read (upstream's messages).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IntOrPercentError {
+    /// The field is absent.
     #[error("nil value for IntOrString")]
     Missing,
+    /// A string without the trailing `%`.
     #[error("invalid value for IntOrString: invalid type: string is not a percentage")]
     NotAPercentage,
+    /// A string ending in `%` whose rest is not an integer.
     #[error("invalid value for IntOrString: invalid value {value:?}")]
     BadNumber {
+        /// The whole string, `%` included.
         value: String,
+        /// Why the part before `%` did not parse.
         #[source]
         source: std::num::ParseIntError,
     },

@@ -49,6 +49,7 @@ pub struct StatusWithSelector<S> {
 }
 
 impl<S> StatusWithSelector<S> {
+    /// Wraps `status` with `selector` as `status.selector`.
     pub fn new(status: S, selector: Option<String>) -> Self {
         Self { status, selector }
     }
@@ -89,6 +90,7 @@ pub enum ApiFamily {
 }
 
 impl ApiFamily {
+    /// The API group: `apps` or [`COPIES_GROUP`].
     pub fn group(self) -> &'static str {
         match self {
             ApiFamily::Apps => "apps",
@@ -129,12 +131,16 @@ impl ApiFamily {
 /// The three workload kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkloadKind {
+    /// `ReplicaSet`.
     ReplicaSet,
+    /// `Deployment`.
     Deployment,
+    /// `DaemonSet`.
     DaemonSet,
 }
 
 impl WorkloadKind {
+    /// The `kind` as the API writes it, e.g. `ReplicaSet`.
     pub fn kind(self) -> &'static str {
         match self {
             WorkloadKind::ReplicaSet => "ReplicaSet",
@@ -143,6 +149,7 @@ impl WorkloadKind {
         }
     }
 
+    /// The resource name in API paths, e.g. `replicasets`.
     pub fn plural(self) -> &'static str {
         match self {
             WorkloadKind::ReplicaSet => "replicasets",
@@ -181,6 +188,8 @@ pub(crate) fn pod_controller_index_value(pod: &CachedPod) -> String {
     }
 }
 
+/// The index value of objects in `namespace` without a controller: `orphan/<namespace>` (see
+/// [`POD_CONTROLLER_INDEX`] and [`CONTROLLER_UID_INDEX`]).
 pub fn orphan_index_value(namespace: &str) -> String {
     format!("orphan/{namespace}")
 }

@@ -27,9 +27,12 @@ pub struct Workload<P, U> {
     /// `apiVersion` and `kind`; a watch event's object has them, a list's items may not.
     #[serde(flatten, default)]
     pub types: Option<TypeMeta>,
+    /// `metadata`, decoded without `managedFields`.
     #[serde(default, deserialize_with = "metadata_without_managed_fields")]
     pub metadata: ObjectMeta,
+    /// `spec`: the desired state.
     pub spec: P,
+    /// `status`: the observed state; `None` when the object has none yet (never serialized then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<U>,
 }

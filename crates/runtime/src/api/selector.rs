@@ -23,18 +23,42 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 /// requirement; we report the first one, checked in upstream's order (operator, key, value count, values).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
+    /// A matchExpressions operator other than `In`, `NotIn`, `Exists` and `DoesNotExist`.
     #[error("{operator:?} is not a valid label selector operator (key {key:?})")]
-    UnknownOperator { key: String, operator: String },
+    UnknownOperator {
+        /// The requirement's key.
+        key: String,
+        /// The operator as written.
+        operator: String,
+    },
+    /// A key that is not a valid label key (qualified name with optional DNS-subdomain prefix).
     #[error("invalid label key {key:?}: {reason}")]
-    InvalidKey { key: String, reason: String },
+    InvalidKey {
+        /// The key as written.
+        key: String,
+        /// Every problem with it, joined by `; `.
+        reason: String,
+    },
+    /// `In` or `NotIn` without values.
     #[error("key {key:?}: for 'in', 'notin' operators, values set can't be empty")]
-    MissingValues { key: String },
+    MissingValues {
+        /// The requirement's key.
+        key: String,
+    },
+    /// `Exists` or `DoesNotExist` with values.
     #[error("key {key:?}: values set must be empty for exists and does not exist")]
-    UnexpectedValues { key: String },
+    UnexpectedValues {
+        /// The requirement's key.
+        key: String,
+    },
+    /// A value (of matchLabels or of an `In`/`NotIn` list) that is not a valid label value.
     #[error("key {key:?}: invalid label value {value:?}: {reason}")]
     InvalidValue {
+        /// The requirement's key.
         key: String,
+        /// The first invalid value.
         value: String,
+        /// Every problem with it, joined by `; `.
         reason: String,
     },
 }

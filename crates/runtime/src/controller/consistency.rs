@@ -48,7 +48,8 @@ impl StaleSyncSkips {
         StaleSyncSkips(counter)
     }
 
-    pub fn inc(&self, group: &str, resource: &str) {
+    /// Counts one skipped sync of an object of `group`/`resource` (e.g. `apps`, `replicasets`).
+    pub(crate) fn inc(&self, group: &str, resource: &str) {
         self.0.with_label_values(&[group, resource]).inc();
     }
 }

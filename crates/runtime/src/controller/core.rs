@@ -66,6 +66,7 @@ const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(1000);
 /// Settings of one controller instance.
 #[derive(Debug, Clone)]
 pub struct ControllerOptions {
+    /// Which API family the instance manages: the built-in `apps/v1` kinds or the `minikcm.dev` copies.
     pub family: ApiFamily,
     /// `--concurrent-<kind>-syncs`: how many keys are synced at once.
     pub workers: usize,
@@ -123,6 +124,7 @@ pub struct ControllerKind {
 
 /// The fields every controller instance has.
 pub struct ControllerCore<K: Resource> {
+    /// The settings it was built with.
     pub options: ControllerOptions,
     /// The controller instance, for logs, decisions and the live view.
     pub by: DecidedBy,
@@ -133,13 +135,18 @@ pub struct ControllerCore<K: Resource> {
     client: Client,
     /// The objects it manages, as a cache and as the owners of their children.
     pub objects: Owners<K>,
+    /// The work queue of its objects' keys, with per-key rate-limited retries.
     pub queue: WorkQueue<ObjectKey>,
     /// Read-your-own-writes: a key is synced only once the caches show this controller's last writes.
     pub consistency: ConsistencyStore,
+    /// The status writes left to a sync already pending for the same key (`crate::api::status_writes`).
     pub status_writes: StatusWrites,
+    /// Its event recorder, reporting as its `event_component` and drawing on `options.budget`.
     pub recorder: EventRecorder,
+    /// Its kind's metrics, shared by its instances of both API families.
     pub metrics: ControllerMetrics,
-    pub syncs: SyncStats,
+    /// Sync counts, kept by the workers, for the live view.
+    pub(crate) syncs: SyncStats,
     max_retries: Option<usize>,
 }
 
@@ -396,6 +403,7 @@ pub trait Reconcile: Send + Sync + Sized + 'static {
     /// Registers the informer event handlers that queue its keys (each keeps a handle on the instance).
     fn register_handlers(self: &Arc<Self>);
 
+    /// Its [`ControllerCore`], which the workers, the prologue and the live view work from.
     fn core(&self) -> &ControllerCore<Self::Object>;
 
     /// One sync of one object that exists in the cache (the prologue has run).
@@ -425,7 +433,10 @@ pub trait Reconcile: Send + Sync + Sized + 'static {
 pub enum SyncKeyError<E> {
     /// The caches have not yet observed this controller's own writes to the key's objects; the
     /// retry comes once they have (routine).
-    StaleCache { kind: &'static str },
+    StaleCache {
+        /// The kind the controller manages (e.g. `ReplicaSet`), for the message.
+        kind: &'static str,
+    },
     /// The controller's sync failed.
     Failed(E),
 }

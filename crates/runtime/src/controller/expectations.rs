@@ -27,7 +27,9 @@ pub(crate) const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// The counters still outstanding for one owner; either may be negative after over-observation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExpectedCounts {
+    /// Pod creations not yet seen in the cache (upstream's `add`).
     pub add: i64,
+    /// Pod deletions not yet seen in the cache (upstream's `del`).
     pub del: i64,
 }
 
@@ -40,7 +42,8 @@ pub fn waiting_reason(pending: Option<ExpectedCounts>) -> String {
 /// Every owner's outstanding counts and how long ago they were set (see `crate::observability::inspect`).
 #[derive(Debug, Clone, Default)]
 pub struct ExpectationsSnapshot {
-    pub records: Vec<(ObjectKey, ExpectedCounts, Duration)>,
+    /// Per owner key, its counts and the time since they were set, in no particular order.
+    pub(crate) records: Vec<(ObjectKey, ExpectedCounts, Duration)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +81,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ControllerExpectations {
+    /// An empty table whose expectations are waited for (the safety on).
     pub fn new() -> Self {
         Self::default()
     }
@@ -155,6 +159,7 @@ impl ControllerExpectations {
         lock(&self.records).insert(key.clone(), record);
     }
 
+    /// Replaces any record for `key` with `adds` expected creations and no deletions, stamped now.
     pub fn expect_creations(&self, key: &ObjectKey, adds: usize) {
         self.set_expectations(key, adds, 0);
     }
@@ -225,6 +230,7 @@ pub struct UidTrackingExpectations {
 }
 
 impl UidTrackingExpectations {
+    /// An empty table whose expectations are waited for (the safety on).
     pub fn new() -> Self {
         Self::default()
     }
@@ -237,18 +243,23 @@ impl UidTrackingExpectations {
         }
     }
 
+    /// The outstanding counts for `key`, if a record exists (see [`ControllerExpectations::get`]).
     pub fn get(&self, key: &ObjectKey) -> Option<ExpectedCounts> {
         self.counts.get(key)
     }
 
+    /// Whether the owner may sync (see [`ControllerExpectations::satisfied_expectations`]).
     pub fn satisfied_expectations(&self, key: &ObjectKey) -> bool {
         self.counts.satisfied_expectations(key)
     }
 
+    /// Replaces the owner's counts with `adds` expected creations and no deletions; the pending pod set
+    /// is left as it is.
     pub fn expect_creations(&self, key: &ObjectKey, adds: usize) {
         self.counts.expect_creations(key, adds);
     }
 
+    /// One expected creation was seen (or will never happen because the create failed).
     pub fn creation_observed(&self, key: &ObjectKey) {
         self.counts.creation_observed(key);
     }

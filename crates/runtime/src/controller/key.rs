@@ -17,6 +17,7 @@ pub struct ObjectKey {
 }
 
 impl ObjectKey {
+    /// The key of `namespace/name`; an empty `namespace` for a cluster-scoped object.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         ObjectKey {
             namespace: namespace.into(),
@@ -32,10 +33,12 @@ impl ObjectKey {
         )
     }
 
+    /// Its `metadata.namespace`; empty for a cluster-scoped object.
     pub fn namespace(&self) -> &str {
         &self.namespace
     }
 
+    /// Its `metadata.name`.
     pub fn name(&self) -> &str {
         &self.name
     }

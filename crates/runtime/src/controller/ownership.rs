@@ -30,16 +30,22 @@ use crate::observability::decisions;
 /// The owner side of a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OwnerInfo {
+    /// The owner's `apiVersion` (e.g. `apps/v1`), as its children's owner references carry it.
     pub api_version: String,
+    /// The owner's `kind` (e.g. `ReplicaSet`), as its children's owner references carry it.
     pub kind: String,
+    /// The owner's `metadata.name`, as its children's owner references carry it.
     pub name: String,
+    /// The owner's namespace: only children in it can be adopted.
     pub namespace: String,
+    /// The owner's UID: a child whose controller reference has it is the owner's.
     pub uid: String,
     /// The owner has a deletionTimestamp: it releases nothing and adopts nothing.
     pub deleting: bool,
 }
 
 impl OwnerInfo {
+    /// The owner side of `owner`, whose kind `dyntype` names (absent metadata reads as empty).
     pub fn of<K: Resource>(owner: &K, dyntype: &K::DynamicType) -> Self {
         let meta = owner.meta();
         OwnerInfo {
@@ -119,16 +125,23 @@ pub struct Claimed<K> {
 /// Why a claim pass failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
+    /// The live re-check of the owner before the first adoption refused: nothing is adopted this pass.
     #[error("cannot adopt for {owner}")]
     CannotAdopt {
+        /// The owner that may not adopt.
         owner: ObjectKey,
+        /// Why the re-check refused.
         #[source]
         reason: AdoptionRefused,
     },
+    /// A child's adoption or release patch failed, other than with NotFound (a child gone is skipped).
     #[error("{action} {child} failed")]
     Patch {
+        /// `adopting` or `releasing`.
         action: &'static str,
+        /// The child's name.
         child: String,
+        /// The API error of the patch.
         #[source]
         source: kube::Error,
     },
@@ -137,16 +150,25 @@ pub enum ClaimError {
 /// Why the live re-check of an owner refused adoption.
 #[derive(Debug, thiserror::Error)]
 pub enum AdoptionRefused {
+    /// The GET of the owner failed (NotFound included: the owner was deleted).
     #[error("reading the owner")]
     Read(#[source] kube::Error),
+    /// The owner was deleted and re-created under the same name since the cache read.
     #[error("the original {kind} is gone: got uid {got:?}, wanted {wanted:?}")]
     Replaced {
+        /// The owner's kind.
         kind: String,
+        /// The UID the API server has now.
         got: Option<String>,
+        /// The UID of the cached owner.
         wanted: Option<String>,
     },
+    /// The owner has a deletionTimestamp on the API server (the cache may not show it yet).
     #[error("the {kind} is being deleted")]
-    Deleting { kind: String },
+    Deleting {
+        /// The owner's kind.
+        kind: String,
+    },
 }
 
 /// Claims `candidates` for `owner` (see the module docs). `matches` is the owner's selector;

@@ -109,6 +109,7 @@ struct CaughtPanic {
 pub struct Workers {
     /// The controller instance (its name labels logs and decisions).
     pub by: DecidedBy,
+    /// The queue the workers take keys from, and put failed or requeued keys back on.
     pub queue: WorkQueue<ObjectKey>,
     /// How many keys are synced at once.
     pub count: usize,
@@ -116,6 +117,7 @@ pub struct Workers {
     /// Deployment controller's rule; the informers' periodic resync brings it back); otherwise failures
     /// are retried forever with backoff (ReplicaSet, DaemonSet).
     pub max_retries: Option<usize>,
+    /// `<subsystem>_sync_panics_total`: one per panicking sync caught.
     pub panics: Counter,
     /// Sync counts for the live view.
     pub stats: SyncStats,

@@ -49,6 +49,7 @@ impl WatchBackoff {
     /// The longest delay, however many errors in a row.
     pub const CAP: Duration = Duration::from_secs(2);
 
+    /// A backoff at its first delay, with random jitter.
     pub fn new() -> Self {
         WatchBackoff::with_jitter(rand::random::<f64>)
     }
@@ -89,6 +90,7 @@ pub struct RetryBudget {
 impl RetryBudget {
     /// The process's budget: 10 retries per second, bursts of 10.
     pub const PER_SECOND: u32 = 10;
+    /// How many retries the process's budget lets go at once, before one per `1 / PER_SECOND`.
     pub const BURST: u32 = 10;
 
     pub(crate) fn new(per_second: u32, burst: u32) -> Self {

@@ -25,6 +25,8 @@ use crate::observability::inspect::InformerView;
 /// `CachedPod`, whose decoding reads only the fields the controllers read (`crate::pods::cached`), in
 /// JSON or protobuf alike (`crate::protobuf`).
 pub trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
+    /// The kind's API in `namespace`, or across the whole cluster with `None` (cluster-scoped kinds
+    /// ignore `namespace`).
     fn scoped_api(
         client: Client,
         namespace: Option<&str>,
@@ -146,6 +148,8 @@ struct Pending {
 }
 
 impl SharedInformers {
+    /// A factory watching through `client` the whole cluster, or only `namespace` (`--namespace`):
+    /// no resync, streamed lists, protobuf where the kind has it, no watch delay.
     pub fn new(client: Client, namespace: Option<String>) -> Self {
         SharedInformers {
             stream_client: consistent_stream_client(client.clone()),

@@ -20,9 +20,13 @@ use super::store::{CacheKey, IndexFn, Store, key_of};
 /// A change to one cached object, as handlers see it.
 #[derive(Debug)]
 pub enum Change<K> {
+    /// An object the cache did not have: a watch event, or in a (re)list.
     Added(Arc<K>),
+    /// An object the cache had: a watch event, a (re)list, or a resync (then `old` is `new`).
     Updated {
+        /// The cached state it replaces.
         old: Arc<K>,
+        /// The state now in the cache.
         new: Arc<K>,
     },
     /// The last state the informer knew. For an object that vanished while the watch was down, this is
@@ -196,8 +200,9 @@ impl<K: Resource> Informer<K> {
         &self.inner.kind
     }
 
+    /// The cached object `namespace/name`, if any (`namespace` empty for a cluster-scoped object).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.get_by_key(&format!("{namespace}/{name}"))
+        self.get_by_key(&store::cache_key(namespace, name))
     }
 
     pub(crate) fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
@@ -225,6 +230,7 @@ impl<K: Resource> Informer<K> {
         self.read(|s| s.len())
     }
 
+    /// Whether the cache holds no object (as yet, or at all).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

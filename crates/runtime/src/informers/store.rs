@@ -12,10 +12,18 @@ pub(crate) type CacheKey = String;
 /// The cache key of an object.
 pub(crate) fn key_of<K: Resource>(object: &K) -> CacheKey {
     let meta = object.meta();
-    let name = meta.name.as_deref().unwrap_or_default();
-    match meta.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_string(),
+    cache_key(
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The cache key of `namespace/name` (`namespace` empty: a cluster-scoped object).
+pub(crate) fn cache_key(namespace: &str, name: &str) -> CacheKey {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
     }
 }
 

@@ -93,10 +93,15 @@ pub struct Decision {
     pub at: String,
     // Names the code gives (`Cow`: borrowed from the program's own strings while in the log, owned
     // when decoded from the JSON endpoint), so thousands of kept decisions do not each copy them.
+    /// The deciding controller: `replicaset`, `deployment` or `daemonset`.
     pub controller: Cow<'static, str>,
+    /// Its API family: `apps` or `copies`.
     pub family: Cow<'static, str>,
+    /// The kind of the object decided on, e.g. `ReplicaSet`.
     pub kind: Cow<'static, str>,
+    /// The object's namespace.
     pub namespace: String,
+    /// The object's name.
     pub name: String,
     /// The numbers the decision rests on, in the order the sync noted them.
     pub observed: Vec<Observation>,
@@ -110,7 +115,9 @@ pub struct Decision {
     pub writes: Vec<Write>,
     /// Lines and writes beyond the limits, counted but not kept.
     pub omitted: usize,
+    /// How the sync ended.
     pub outcome: Outcome,
+    /// How long the sync took, in milliseconds (queue wait excluded: see `waited_ms`).
     pub duration_ms: f64,
     /// How many later syncs of the object decided exactly the same and wrote nothing (folded into
     /// this entry, like repeated events are, so a rollout waiting on pods does not push its earlier
@@ -162,7 +169,9 @@ impl Decision {
 /// A number a decision rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
+    /// What was counted, e.g. `desired` or `nodes`.
     pub what: Cow<'static, str>,
+    /// Its value (`i64::MAX` when it did not fit).
     pub value: i64,
 }
 
@@ -184,16 +193,20 @@ pub struct Write {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum Outcome {
+    /// It returned without error.
     Done,
     /// It failed and the key is retried with backoff (or dropped, as the Deployment controller does
     /// after 15 failures).
     Failed {
+        /// The sync's error, cut to [`MAX_LINE_BYTES`].
         error: String,
     },
     /// It stopped for a routine reason and the key is retried: nothing is wrong (see [`RoutineRetry`]).
     /// Filed only when the sync decided something before it stopped (e.g. wrote, then hit a conflict).
     Retried {
+        /// Which routine reason stopped it.
         reason: RoutineRetry,
+        /// The error it stopped with, cut to [`MAX_LINE_BYTES`].
         error: String,
     },
 }
@@ -214,6 +227,7 @@ pub enum RoutineRetry {
 }
 
 impl RoutineRetry {
+    /// Every reason, in declaration order (the order the inspect view counts them in).
     pub const ALL: [RoutineRetry; 2] = [RoutineRetry::Conflict, RoutineRetry::StaleCache];
 
     /// The rule for an API server's answer, for a failed sync (`crate::controller::worker::SyncFailure::routine`)
@@ -259,6 +273,7 @@ impl RoutineRetry {
 /// A DaemonSet's node → pod map as its last sync computed it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeMap {
+    /// Every node the sync considered, up to [`MAX_NODES`], in the order the sync listed them.
     pub nodes: Vec<NodePlacement>,
     /// Nodes beyond [`MAX_NODES`], counted only.
     pub omitted: usize,
@@ -267,6 +282,7 @@ pub struct NodeMap {
 /// One node of a [`NodeMap`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodePlacement {
+    /// The node's name.
     pub node: String,
     /// The DaemonSet wants a pod there.
     pub should_run: bool,
@@ -287,9 +303,12 @@ pub struct NodePlacement {
 pub struct RolloutPoint {
     /// When the sync ended, in milliseconds since the Unix epoch.
     pub at_ms: i64,
-    /// The Deployment's `spec.replicas`, `maxSurge` and `maxUnavailable` (resolved to pod counts).
+    /// The Deployment's `spec.replicas`.
     pub replicas: i32,
+    /// `spec.strategy.rollingUpdate.maxSurge` resolved to pods (0 for Recreate).
     pub max_surge: i32,
+    /// `spec.strategy.rollingUpdate.maxUnavailable` resolved to pods, at most `replicas` (0 for
+    /// Recreate).
     pub max_unavailable: i32,
     /// Its active ReplicaSets (those with `spec.replicas` or ready pods), newest revision first; a
     /// ReplicaSet missing from a point had none.
@@ -301,6 +320,7 @@ pub struct RolloutPoint {
 /// One ReplicaSet in a [`RolloutPoint`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplicaSetPoint {
+    /// The ReplicaSet's name.
     pub name: String,
     /// `spec.replicas`.
     pub replicas: i32,
@@ -320,10 +340,15 @@ impl RolloutPoint {
 /// Which decisions to return.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionFilter {
+    /// Only this controller's decisions (`replicaset`, ...); `None` or empty: any.
     pub controller: Option<String>,
+    /// Only this family's (`apps`, `copies`); `None` or empty: any.
     pub family: Option<String>,
+    /// Only decisions on this kind (`ReplicaSet`, ...); `None` or empty: any.
     pub kind: Option<String>,
+    /// Only objects in this namespace; `None` or empty: any.
     pub namespace: Option<String>,
+    /// Only objects with this name; `None` or empty: any.
     pub name: Option<String>,
     /// Only decisions with a greater `seq`.
     pub after: Option<u64>,
@@ -385,6 +410,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl DecisionLog {
+    /// An enabled, empty log keeping at most `limits` (each raised to at least 1).
     pub fn new(limits: DecisionLimits) -> Self {
         DecisionLog {
             inner: Some(Arc::new(Mutex::new(LogState {
@@ -405,6 +431,7 @@ impl DecisionLog {
         DecisionLog { inner: None }
     }
 
+    /// Whether the log keeps decisions (false for [`DecisionLog::disabled`]).
     pub fn is_enabled(&self) -> bool {
         self.inner.is_some()
     }
@@ -481,10 +508,9 @@ impl DecisionLog {
         })
     }
 
-    /// Files a finished draft, if it decided anything or failed; a node map or rollout point is kept
-    /// either way.
     /// Files `draft` with how its sync ended. A sync that decided nothing is filed only if it failed
-    /// (a routine retry that decided nothing is only counted, in `crate::observability::inspect`).
+    /// (a routine retry that decided nothing is only counted, in `crate::observability::inspect`); a
+    /// node map or rollout point is kept either way.
     pub(crate) fn file(&self, draft: Draft, outcome: Outcome) {
         let Some(inner) = &self.inner else {
             return;

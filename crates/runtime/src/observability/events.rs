@@ -70,11 +70,14 @@ struct EventWrite {
 /// An Event's `type`: the API server knows exactly these two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// Something went as intended (e.g. `SuccessfulCreate`).
     Normal,
+    /// Something went wrong and may need attention (e.g. `FailedCreate`).
     Warning,
 }
 
 impl EventType {
+    /// The `type` as written in the Event: `Normal` or `Warning`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",

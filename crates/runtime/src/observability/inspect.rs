@@ -26,7 +26,9 @@ pub const LIST_LIMIT: usize = 200;
 /// Everything a manager shows at `/debug/controllers/state`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManagerView {
+    /// Every controller instance the manager runs (one per controller and API family).
     pub controllers: Vec<ControllerView>,
+    /// Every shared informer the controllers read from.
     pub informers: Vec<InformerView>,
     /// Whether syncs file decisions (`--decision-log`).
     pub decision_log: bool,
@@ -45,9 +47,13 @@ pub struct ControllerView {
     pub controller: String,
     /// `apps` or `copies`.
     pub family: String,
+    /// The kind it manages, e.g. `ReplicaSet`.
     pub kind: String,
+    /// How many keys it syncs at once (`--concurrent-*-syncs`).
     pub workers: usize,
+    /// Its work queue.
     pub queue: QueueView,
+    /// Its sync counts.
     pub syncs: SyncView,
     /// Per key, the pod creations and deletions the controller still waits to observe (the Deployment
     /// controller keeps none: it waits on its ReplicaSets' status instead).
@@ -80,18 +86,22 @@ impl ControllerView {
 pub struct QueueView {
     /// Keys ready for a worker, in the order they would be handed out, with their priority and why.
     pub queued: Vec<QueuedView>,
+    /// All keys ready, including those beyond `queued`'s [`LIST_LIMIT`].
     pub queued_count: usize,
     /// Keys being synced now.
     pub in_flight: Vec<String>,
+    /// All keys being synced, including those beyond `in_flight`'s [`LIST_LIMIT`].
     pub in_flight_count: usize,
     /// Keys waiting for a delay: a backoff after failures (`retries` > 0) or a requested recheck.
     pub waiting: Vec<WaitingView>,
+    /// All waiting keys, including those beyond `waiting`'s [`LIST_LIMIT`].
     pub waiting_count: usize,
 }
 
 /// A key ready for a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedView {
+    /// The object's `namespace/name`.
     pub key: String,
     /// `fresh` (an event, a recheck, a retry) or `low` (only lists and resyncs queued it: it may wait
     /// behind fresh keys, within the queue's aging bound).
@@ -100,13 +110,18 @@ pub struct QueuedView {
     pub reasons: Vec<String>,
     /// Reasons beyond those, counted only.
     pub more: usize,
+    /// How long it has been queued, since the first of those adds, in milliseconds.
     pub queued_for_ms: u64,
 }
 
+/// A key waiting for a delay before it is queued again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WaitingView {
+    /// The object's `namespace/name`.
     pub key: String,
+    /// Failures in a row the queue's rate limiter counts for it (0: a plain delay, not a backoff).
     pub retries: usize,
+    /// How long until it is queued again, in milliseconds.
     pub next_attempt_in_ms: u64,
     /// In backoff (`retries` > 0) after a routine retry: why it is routine. `None` after a real
     /// failure (or for a recheck).
@@ -156,10 +171,13 @@ impl QueueView {
 /// The expectations of one key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExpectationView {
+    /// The owner's `namespace/name`.
     pub key: String,
     /// Creations still to be observed (may be negative after over-observation).
     pub pending_adds: i64,
+    /// Deletions still to be observed (may be negative after over-observation).
     pub pending_deletes: i64,
+    /// Time since the expectations were set (adjustments do not reset it), in milliseconds.
     pub age_ms: u64,
     /// When the controller stops waiting anyway ([`EXPECTATIONS_TIMEOUT`]); 0 once expired.
     pub expires_in_ms: u64,
@@ -169,8 +187,10 @@ pub struct ExpectationView {
 
 impl ExpectationView {
     pub(crate) fn list(snapshot: ExpectationsSnapshot) -> Vec<ExpectationView> {
-        let mut views: Vec<ExpectationView> = snapshot
-            .records
+        // The first LIST_LIMIT by key, not whichever the map yields first.
+        let mut records = snapshot.records;
+        records.sort_by(|a, b| a.0.cmp(&b.0));
+        records
             .into_iter()
             .take(LIST_LIMIT)
             .map(|(key, counts, age)| ExpectationView {
@@ -181,15 +201,14 @@ impl ExpectationView {
                 expires_in_ms: millis(EXPECTATIONS_TIMEOUT.saturating_sub(age)),
                 satisfied: counts.add <= 0 && counts.del <= 0,
             })
-            .collect();
-        views.sort_by(|a, b| a.key.cmp(&b.key));
-        views
+            .collect()
     }
 }
 
 /// How many syncs a controller ran, and how they ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncView {
+    /// Syncs finished since the controller started, however they ended.
     pub total: u64,
     /// Syncs that failed for a reason that is not routine (an error worth reading).
     pub failed: u64,
@@ -208,19 +227,24 @@ pub struct SyncView {
 /// Routine retries of one reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoutineCount {
+    /// The reason counted.
     pub reason: RoutineRetry,
+    /// Syncs retried for it since the controller started.
     pub count: u64,
-    /// A few words (`write conflict`), then why it is routine, for a reader.
+    /// A few words for it (`write conflict`), for a reader.
     pub label: String,
+    /// Why it is routine, for a reader ([`RoutineRetry::why`]).
     pub why: String,
 }
 
 /// An informer's cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InformerView {
+    /// The kind it caches, e.g. `Pod`.
     pub kind: String,
     /// `<apiVersion>/<plural>`, e.g. `apps/v1/replicasets`.
     pub resource: String,
+    /// Objects in the cache now.
     pub objects: usize,
     /// The newest resourceVersion the cache has seen (0 before the first list).
     pub last_resource_version: u64,
@@ -234,6 +258,7 @@ pub struct InformerView {
     pub content_type: String,
     /// Watch failures (each is retried with backoff).
     pub watch_errors: u64,
+    /// Whether the first full list is in the cache.
     pub synced: bool,
 }
 

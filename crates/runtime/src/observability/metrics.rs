@@ -12,6 +12,8 @@ use crate::observability::events::EVENTS_DROPPED;
 
 pub use crate::observability::counter::Counter;
 
+/// One controller kind's metrics, shared by its instances of both API families; clones update the
+/// same series.
 #[derive(Clone)]
 pub struct ControllerMetrics {
     /// Upstream's `<subsystem>_stale_sync_skips_total`.

@@ -20,8 +20,10 @@ const MAX_NAME_LENGTH: usize = 253;
 /// Why a pod could not be made from a template.
 #[derive(Debug, thiserror::Error)]
 pub enum PodControlError {
+    /// The template has no labels; upstream refuses to create such a pod too.
     #[error("unable to create pods, no labels")]
     NoLabels,
+    /// The create request failed: refused by the API server, or not answered.
     #[error(transparent)]
     Api(#[from] kube::Error),
 }
@@ -46,14 +48,22 @@ impl PodControlError {
 /// is not also a source.
 #[derive(Debug, thiserror::Error)]
 pub enum PodWriteError {
+    /// A pod creation failed.
     #[error("creating a pod{}: {}", on_node(.node.as_deref()), .error.message())]
     Create {
         /// The node the pod was pinned to (DaemonSets).
         node: Option<String>,
+        /// Why it failed.
         error: PodControlError,
     },
+    /// A pod deletion failed.
     #[error("deleting pod {pod}: {}", error_message(.error))]
-    Delete { pod: String, error: kube::Error },
+    Delete {
+        /// The pod's name.
+        pod: String,
+        /// The API error of the delete.
+        error: kube::Error,
+    },
 }
 
 fn on_node(node: Option<&str>) -> String {
@@ -84,6 +94,8 @@ pub struct PodControl {
 }
 
 impl PodControl {
+    /// Pod writes through `client` (the controller's own), each with an event through `recorder` and
+    /// recorded in `consistency` for read-your-own-writes.
     pub fn new(client: Client, recorder: EventRecorder, consistency: ConsistencyStore) -> Self {
         PodControl {
             client,

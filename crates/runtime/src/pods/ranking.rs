@@ -233,7 +233,9 @@ fn age_bucket(time: Timestamp, now: Timestamp) -> i64 {
 /// (same owning Deployment, itself included) run on the pod's node.
 #[derive(Debug, Clone, Copy)]
 pub struct RankedPod<'a> {
+    /// The pod, as the pod cache holds it.
     pub pod: &'a CachedPod,
+    /// Its co-location rank (upstream `ActivePodsWithRanks.Rank`): more is deleted first.
     pub rank: usize,
 }
 
@@ -244,29 +246,43 @@ pub enum DeletionReason {
     Unscheduled,
     /// An earlier phase: Pending before Unknown before Running.
     EarlierPhase {
+        /// The phase of the pod deleted first.
         first: &'static str,
+        /// The phase of the other pod.
         second: &'static str,
     },
+    /// Not Ready while the other pod is.
     NotReady,
+    /// A lower `controller.kubernetes.io/pod-deletion-cost` (with the `PodDeletionCost` gate on).
     LowerDeletionCost {
+        /// The deletion cost of the pod deleted first.
         first: i32,
+        /// The deletion cost of the other pod.
         second: i32,
     },
     /// More pods of related ReplicaSets on its node.
     MorePodsOnNode {
+        /// The rank of the pod deleted first.
         first: usize,
+        /// The rank of the other pod.
         second: usize,
     },
     /// Ready more recently (or without a recorded Ready time).
     ReadyMoreRecently,
     /// Ready times fell in the same log2 bucket of age; the UID decides, for a pseudo-random spread.
     ReadyAgeTieBrokenByUid,
+    /// A higher restart count of its regular containers (the highest of any one container).
     MoreRestarts {
+        /// The count of the pod deleted first.
         first: i32,
+        /// The count of the other pod.
         second: i32,
     },
+    /// Equal regular restarts, but a higher restart count of its sidecar (restartable init) containers.
     MoreSidecarRestarts {
+        /// The count of the pod deleted first.
         first: i32,
+        /// The count of the other pod.
         second: i32,
     },
     /// Created more recently (or without a recorded creation time).

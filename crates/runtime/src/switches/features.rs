@@ -45,8 +45,11 @@ pub enum Feature {
 /// How mature a gate is; `AllAlpha` / `AllBeta` act on one stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
+    /// Off by default, may change or go away.
     Alpha,
+    /// Usually on by default, still switchable.
     Beta,
+    /// Generally available: on by default, usually locked.
     Ga,
 }
 
@@ -63,9 +66,13 @@ impl fmt::Display for Stage {
 /// One gate as kube-controller-manager v1.37 defines it.
 #[derive(Debug, Clone, Copy)]
 pub struct GateSpec {
+    /// The gate this row describes.
     pub feature: Feature,
+    /// Its name in `--feature-gates`, as upstream spells it.
     pub name: &'static str,
+    /// Its stage (which `AllAlpha` / `AllBeta` it follows).
     pub stage: Stage,
+    /// Whether it is on when not set.
     pub default: bool,
     /// Locked gates cannot be set to anything but their default.
     pub locked: bool,
@@ -150,6 +157,7 @@ pub const GATES: [GateSpec; 9] = [
 ];
 
 impl Feature {
+    /// Its row in [`GATES`].
     pub fn spec(self) -> &'static GateSpec {
         GATES
             .iter()
@@ -157,6 +165,7 @@ impl Feature {
             .unwrap_or_else(|| unreachable!("every Feature has a row in GATES"))
     }
 
+    /// Its name in `--feature-gates`.
     pub fn name(self) -> &'static str {
         self.spec().name
     }
@@ -165,19 +174,36 @@ impl Feature {
 /// Why `--feature-gates` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FeatureGateError {
+    /// An entry without `=` (the entry as given).
     #[error("missing bool value for {0}")]
     MissingValue(String),
+    /// A value Go's `strconv.ParseBool` does not take.
     #[error("invalid value of {name}={value}, want true or false")]
-    InvalidValue { name: String, value: String },
+    InvalidValue {
+        /// The gate's name (without a `kube:` prefix).
+        name: String,
+        /// The value as given.
+        value: String,
+    },
     #[error("cannot set feature gate {name} to {value}, feature is locked to {locked}")]
     /// A locked gate (of mini-kcm's table or kube-controller-manager's) set away from its value.
     Locked {
+        /// The gate's name.
         name: String,
+        /// The value asked for.
         value: bool,
+        /// The value it is locked to.
         locked: bool,
     },
+    /// An enabled gate needs another that is off (see [`GateSpec::needs`]).
     #[error("{name} is enabled, but depends on features that are disabled: {missing}")]
-    Dependency { name: &'static str, missing: String },
+    Dependency {
+        /// The enabled gate.
+        name: &'static str,
+        /// The disabled gates it needs, joined by `, `.
+        missing: String,
+    },
+    /// A name neither mini-kcm nor kube-controller-manager v1.37.2 knows (the name as given).
     #[error("unrecognized feature gate: {0}")]
     Unrecognized(String),
 }

@@ -34,6 +34,7 @@ pub enum Safety {
 }
 
 impl Safety {
+    /// Every mechanism, in declaration order (the order error messages list them in).
     pub const ALL: [Safety; 4] = [
         Safety::Expectations,
         Safety::SlowStart,
@@ -112,6 +113,7 @@ impl Safeties {
         }
     }
 
+    /// Whether `safety` is in force (not switched off).
     pub fn is_on(&self, safety: Safety) -> bool {
         !self.off.contains(&safety)
     }
@@ -125,11 +127,14 @@ impl Safeties {
 /// A switched-off mechanism as the live view shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchedOff {
+    /// Its `--without` name, e.g. `slow-start` ([`Safety::name`]).
     pub mechanism: String,
+    /// What may go wrong without it ([`Safety::risk`]).
     pub risk: String,
 }
 
 impl SwitchedOff {
+    /// One entry per mechanism `safeties` switch off, in [`Safeties::switched_off`]'s order.
     pub fn list(safeties: &Safeties) -> Vec<SwitchedOff> {
         safeties
             .switched_off()
