@@ -1,19 +1,13 @@
-//! The decoding on bytes captured from a 1.36 API server (`fixtures/README.md` says how): every object
-//! decoded from protobuf equals the same object decoded from JSON and kept as the cache keeps it.
+//! The decoding on bytes captured from a 1.37.2 API server (`crates/runtime/tests/fixtures/protobuf/`,
+//! whose README.md says how): objects, lists, watch streams and errors. That every kept field of a pod
+//! and a node decodes alike from protobuf and JSON is `super::kept_fields`'s test.
 
-use bytes::Bytes;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::messages::{ProtobufKind, cached_node};
 use super::watch_event::{WatchFrame, decode_status, decode_watch_event};
 use super::wire::Frames;
-use crate::pods::cached::CachedPod;
-
-macro_rules! fixture {
-    ($name:literal) => {
-        Bytes::from_static(include_bytes!(concat!("fixtures/", $name)))
-    };
-}
+use crate::pods::cached::{CachedPod, ContainerRestarts};
 
 fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
     serde_json::from_slice(bytes).unwrap()
@@ -22,9 +16,9 @@ fn json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
 #[test]
 fn a_pod_decodes_as_its_json_does() {
     let decoded = CachedPod::decode_object(fixture!("pod.pb")).unwrap();
-    let from_json: CachedPod = json(include_bytes!("fixtures/pod.json"));
+    let from_json: CachedPod = json(&fixture!("pod.json"));
     assert_eq!(decoded, from_json.trimmed());
-    let whole: Pod = json(include_bytes!("fixtures/pod.json"));
+    let whole: Pod = json(&fixture!("pod.json"));
     assert_eq!(decoded, CachedPod::from(whole));
     // What the fixture was made to carry came through.
     let meta = &decoded.metadata;
@@ -52,12 +46,24 @@ fn a_pod_decodes_as_its_json_does() {
     let status = decoded.status.as_ref().unwrap();
     assert_eq!(status.phase.as_deref(), Some("Running"));
     assert_eq!(status.conditions.as_ref().unwrap()[0].type_, "Ready");
+    // Restarts: app 3 and the sidecar's 2; `setup` restarted once but is not a sidecar.
+    let restarts = |s: &Option<Vec<ContainerRestarts>>| -> Vec<(String, i32)> {
+        s.iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.restart_count))
+            .collect()
+    };
+    assert_eq!(restarts(&status.container_statuses), [("app".into(), 3)]);
+    assert_eq!(
+        restarts(&status.init_container_statuses),
+        [("proxy".into(), 2)]
+    );
 }
 
 #[test]
 fn a_daemon_pod_keeps_its_node_affinity() {
     let decoded = CachedPod::decode_object(fixture!("daemon-pod.pb")).unwrap();
-    let from_json: CachedPod = json(include_bytes!("fixtures/daemon-pod.json"));
+    let from_json: CachedPod = json(&fixture!("daemon-pod.json"));
     assert_eq!(decoded, from_json.trimmed());
     let terms = &decoded
         .spec
@@ -79,10 +85,7 @@ fn a_daemon_pod_keeps_its_node_affinity() {
 #[test]
 fn a_node_decodes_as_its_json_does() {
     let decoded = Node::decode_object(fixture!("node.pb")).unwrap();
-    assert_eq!(
-        decoded,
-        cached_node(json(include_bytes!("fixtures/node.json")))
-    );
+    assert_eq!(decoded, cached_node(json(&fixture!("node.json"))));
     let spec = decoded.spec.unwrap();
     assert_eq!(spec.unschedulable, Some(true));
     let taints = spec.taints.unwrap();
@@ -106,7 +109,7 @@ fn a_list_page_has_its_version_continue_token_and_items() {
         metadata: Metadata,
         items: Vec<CachedPod>,
     }
-    let from_json: List = json(include_bytes!("fixtures/pod-list.json"));
+    let from_json: List = json(&fixture!("pod-list.json"));
     assert_eq!(
         page.resource_version.as_deref(),
         Some(from_json.metadata.resource_version.as_str())
@@ -160,19 +163,20 @@ fn describe(event: &WatchFrame<CachedPod>) -> String {
 
 #[test]
 fn a_streamed_list_ends_with_its_bookmark() {
-    let body = include_bytes!("fixtures/watch-initial-events.pb");
+    let body = &fixture!("watch-initial-events.pb");
     for chunk in [7, 1000, body.len()] {
         let events = watch_events(body, chunk);
         let seen: Vec<String> = events.iter().map(describe).collect();
-        assert_eq!(seen.len(), 5, "{seen:?}");
+        // The namespace's five pods, then the bookmark.
+        assert_eq!(seen.len(), 6, "{seen:?}");
         assert!(
-            seen[..4].iter().all(|s| s.starts_with("ADDED ")),
+            seen[..5].iter().all(|s| s.starts_with("ADDED ")),
             "{seen:?}"
         );
-        assert_eq!(seen[4], "BOOKMARK end=true");
+        assert_eq!(seen[5], "BOOKMARK end=true");
         let WatchFrame::Bookmark {
             resource_version, ..
-        } = &events[4]
+        } = &events[5]
         else {
             unreachable!()
         };
@@ -182,7 +186,7 @@ fn a_streamed_list_ends_with_its_bookmark() {
 
 #[test]
 fn a_watch_shows_a_creation_an_update_and_a_deletion_in_two_steps() {
-    let events = watch_events(include_bytes!("fixtures/watch-changes.pb"), 333);
+    let events = watch_events(&fixture!("watch-changes.pb"), 333);
     let kinds: Vec<String> = events
         .iter()
         .map(|e| describe(e).split(' ').next().unwrap().to_string())
@@ -197,7 +201,7 @@ fn a_watch_shows_a_creation_an_update_and_a_deletion_in_two_steps() {
 
 #[test]
 fn an_expired_watch_says_410_gone_in_an_error_event() {
-    let events = watch_events(include_bytes!("fixtures/watch-gone.pb"), 10);
+    let events = watch_events(&fixture!("watch-gone.pb"), 10);
     let seen: Vec<String> = events.iter().map(describe).collect();
     assert_eq!(seen, ["ERROR 410 Expired"]);
 }
