@@ -15,7 +15,7 @@ use crate::observability::inspect::InformerView;
 
 use super::content_type::WireFormat;
 use super::list_mode::ListMode;
-use super::store::{CacheKey, IndexFn, Store, key_of};
+use super::store::{CacheKey, IndexFn, Store, cache_key, key_of};
 
 /// A change to one cached object, as handlers see it.
 #[derive(Debug)]
@@ -202,7 +202,7 @@ impl<K: Resource> Informer<K> {
 
     /// The cached object `namespace/name`, if any (`namespace` empty for a cluster-scoped object).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.get_by_key(&store::cache_key(namespace, name))
+        self.get_by_key(&cache_key(namespace, name))
     }
 
     pub(crate) fn get_by_key(&self, key: &str) -> Option<Arc<K>> {

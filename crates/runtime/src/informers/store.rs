@@ -198,4 +198,18 @@ mod tests {
         assert!(Arc::ptr_eq(key, indexed));
         assert_eq!(Arc::strong_count(key), 2, "the map and one index entry");
     }
+
+    #[test]
+    fn a_cluster_scoped_object_is_cached_under_its_name() {
+        let node = k8s_openapi::api::core::v1::Node {
+            metadata: ObjectMeta {
+                name: Some("node-1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(key_of(&node), "node-1");
+        assert_eq!(cache_key("", "node-1"), key_of(&node));
+        assert_eq!(cache_key("a", "p1"), "a/p1");
+    }
 }

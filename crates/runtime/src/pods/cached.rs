@@ -39,9 +39,12 @@ pub struct CachedPod {
         default,
         deserialize_with = "crate::api::object::metadata_without_managed_fields"
     )]
+    /// `metadata`, without `managedFields`.
     pub metadata: ObjectMeta,
+    /// The kept part of `spec`.
     #[serde(default)]
     pub spec: Option<CachedPodSpec>,
+    /// The kept part of `status`.
     #[serde(default)]
     pub status: Option<CachedPodStatus>,
 }
@@ -50,8 +53,11 @@ pub struct CachedPod {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedPodSpec {
+    /// `spec.nodeName`: the node the pod is bound to (a DaemonSet's pods are pinned by affinity, then
+    /// bound by the scheduler).
     #[serde(default)]
     pub node_name: Option<String>,
+    /// `spec.affinity`, node affinity only (which node a daemon pod targets).
     #[serde(default)]
     pub affinity: Option<CachedAffinity>,
     /// Once trimmed, only the sidecars (`restartPolicy: Always`).
@@ -63,6 +69,7 @@ pub struct CachedPodSpec {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedAffinity {
+    /// `spec.affinity.nodeAffinity`.
     #[serde(default)]
     pub node_affinity: Option<NodeAffinity>,
 }
@@ -79,8 +86,10 @@ impl From<Affinity> for CachedAffinity {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedInitContainer {
+    /// `name`.
     #[serde(default)]
     pub name: String,
+    /// `restartPolicy`: `Always` makes it a sidecar, whose restarts count for the deletion ranking.
     #[serde(default)]
     pub restart_policy: Option<String>,
 }
@@ -89,6 +98,7 @@ pub struct CachedInitContainer {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedPodStatus {
+    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
     #[serde(default)]
     pub phase: Option<String>,
     /// Once trimmed, only the Ready condition.
@@ -106,8 +116,10 @@ pub struct CachedPodStatus {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerRestarts {
+    /// The container's name.
     #[serde(default)]
     pub name: String,
+    /// `restartCount`: how often it restarted (the deletion ranking deletes the most restarted first).
     #[serde(default)]
     pub restart_count: i32,
 }
