@@ -8,10 +8,12 @@
 //!
 //! A sequence runs in a namespace of its own on both planes; the nodes' labels, taints and cordons it
 //! set are undone before the next. After an operation, each plane has settled when its state stayed the
-//! same for [`QUIET`]; states that still differ then are compared again until [`AGREE_WITHIN`] (after a
-//! node's removal [`AGREE_AFTER_NODE_REMOVAL_WITHIN`]) has passed
-//! (a progress deadline or `minReadySeconds` elapses on each plane at its own moment), and only then is
-//! it a divergence.
+//! same for [`QUIET`] (one that does not within [`SETTLE_WITHIN`] is a divergence); states that still
+//! differ then are compared again until [`AGREE_WITHIN`] (after a node's removal
+//! [`AGREE_AFTER_NODE_REMOVAL_WITHIN`]) has passed (a progress deadline or `minReadySeconds` elapses on
+//! each plane at its own moment), and only then is it a divergence. Agreement must hold on the next
+//! poll, and for [`QUIET`] where it came late; after the last operation the planes are compared once
+//! more after a pause. mini-kcm's manager exiting is a divergence.
 
 mod ops;
 mod rules;
@@ -42,6 +44,9 @@ const AGREE_WITHIN: Duration = Duration::from_secs(30);
 /// that they differ wherever upstream had surged onto the removed node, which it picks at random).
 const AGREE_AFTER_NODE_REMOVAL_WITHIN: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(500);
+/// Workload writes on a plane, after the last operation and its agreement, that make a hot loop: a
+/// one-off write may be a timer's (a progress deadline, `minReadySeconds`), a loop writes on.
+const HOT_LOOP_WRITES: u64 = 3;
 
 /// What `--random` runs.
 #[derive(Debug, Clone)]
@@ -64,6 +69,13 @@ pub(crate) struct Divergence {
     pub(crate) differences: Vec<String>,
 }
 
+/// A plane's state once it stopped changing, or when the wait for that gave up.
+struct Settled {
+    state: Value,
+    /// It stayed the same for [`QUIET`] within [`SETTLE_WITHIN`].
+    settled: bool,
+}
+
 /// One plane of the comparison, with what runs commands against it.
 struct Target {
     side: Side,
@@ -71,6 +83,8 @@ struct Target {
     client: kube::Client,
     kubeconfig: PathBuf,
     kubectl: PathBuf,
+    /// Invariants broken in the states read so far ([`state::broken_invariants`]).
+    broken: std::sync::Mutex<Vec<String>>,
 }
 
 impl Target {
@@ -92,6 +106,7 @@ impl Target {
             client,
             kubeconfig,
             kubectl: binaries.path("kubectl"),
+            broken: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -142,6 +157,14 @@ impl Target {
                 .await
             }
             Op::Kubectl { args } => self.kubectl(Some(ns), args, None).await,
+            Op::Burst { ops } => {
+                // Each command's own outcome, in order: a refusal is compared as the others are.
+                let mut said = Vec::new();
+                for op in ops {
+                    said.push(Box::pin(self.apply(ns, op)).await);
+                }
+                return said.join(", ");
+            }
             Op::OnPod {
                 owner,
                 index,
@@ -167,7 +190,7 @@ impl Target {
         }
     }
 
-    /// The rule "daemonset-recount-on-node-verdict" ([`rules::RULES`]).
+    /// The rule "daemonset-recount-on-node-verdict" ([`rules::RULES`]): for upstream's plane only.
     async fn recount_daemon_sets(&self, ns: &str, step: usize) {
         let _ = self
             .kubectl(Some(ns), &rules::recount_daemon_sets_args(step), None)
@@ -186,17 +209,52 @@ impl Target {
         state::pod_at(&pods, &nodes, owner, index)
     }
 
-    async fn state(&self, ns: &str) -> Result<Value, ConformanceError> {
-        state::snapshot(&self.client, ns)
+    /// The writes to the workload resources this plane's API server has answered so far
+    /// ([`state::workload_writes`] of its `/metrics`).
+    async fn workload_writes(&self) -> Result<u64, ConformanceError> {
+        let context = || format!("reading the API server's metrics on {}", self.side.name());
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .map_err(|e| ConformanceError::Random(format!("{}: {e}", context())))?;
+        let text = self
+            .client
+            .request_text(request)
             .await
             .map_err(|e| ConformanceError::Kube {
-                context: format!("reading the state of {} on {}", ns, self.side.name()),
+                context: context(),
                 source: e,
-            })
+            })?;
+        Ok(state::workload_writes(&text))
     }
 
-    /// Waits until the state stays the same for [`QUIET`] (or [`SETTLE_WITHIN`] passed) and returns it.
-    async fn settled(&self, ns: &str) -> Result<Value, ConformanceError> {
+    /// The namespace's normalised state; the invariants it breaks are kept for [`Target::take_broken`].
+    async fn state(&self, ns: &str) -> Result<Value, ConformanceError> {
+        let (state, broken) =
+            state::snapshot(&self.client, ns)
+                .await
+                .map_err(|e| ConformanceError::Kube {
+                    context: format!("reading the state of {} on {}", ns, self.side.name()),
+                    source: e,
+                })?;
+        if !broken.is_empty() {
+            let mut seen = self.broken.lock().unwrap_or_else(|e| e.into_inner());
+            for b in broken {
+                if !seen.contains(&b) {
+                    seen.push(b);
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// The invariants broken in any state read since the last call, each once.
+    fn take_broken(&self) -> Vec<String> {
+        std::mem::take(&mut *self.broken.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Waits until the state stays the same for [`QUIET`] and returns it; after [`SETTLE_WITHIN`], the
+    /// last state with `settled: false` (a plane that never settles is a divergence).
+    async fn settled(&self, ns: &str) -> Result<Settled, ConformanceError> {
         let deadline = Instant::now() + SETTLE_WITHIN;
         let mut last = self.state(ns).await?;
         let mut since = Instant::now();
@@ -206,8 +264,17 @@ impl Target {
             if now != last {
                 last = now;
                 since = Instant::now();
-            } else if since.elapsed() >= QUIET || Instant::now() >= deadline {
-                return Ok(last);
+            } else if since.elapsed() >= QUIET {
+                return Ok(Settled {
+                    state: last,
+                    settled: true,
+                });
+            }
+            if Instant::now() >= deadline {
+                return Ok(Settled {
+                    state: last,
+                    settled: false,
+                });
             }
         }
     }
@@ -351,6 +418,9 @@ async fn replay(
     let (a, b) = tokio::join!(mini.prepare(ns), upstream.prepare(ns));
     a?;
     b?;
+    // What an earlier sequence broke was reported with it.
+    mini.take_broken();
+    upstream.take_broken();
     let outcome = steps(mini, upstream, ns, ops, label, progress).await;
     if matches!(outcome, Ok(None)) {
         tokio::join!(mini.clear(ns), upstream.clear(ns));
@@ -366,13 +436,12 @@ async fn steps(
     label: &str,
     progress: &impl Fn(&str),
 ) -> Result<Option<(usize, Vec<String>)>, ConformanceError> {
+    let mut writes = Writes::start(mini, upstream).await?;
     for (step, op) in ops.iter().enumerate() {
         let (said_mini, said_upstream) = tokio::join!(mini.apply(ns, op), upstream.apply(ns, op));
         if op.changes_nodes() {
-            tokio::join!(
-                mini.recount_daemon_sets(ns, step),
-                upstream.recount_daemon_sets(ns, step)
-            );
+            // Upstream's only: mini-kcm's DaemonSets must get there through its own node handling.
+            upstream.recount_daemon_sets(ns, step).await;
         }
         let mut differences = Vec::new();
         if said_mini != said_upstream {
@@ -381,8 +450,13 @@ async fn steps(
             ));
         }
         differences.extend(agreement(mini, upstream, ns, op.removes_node()).await?);
+        if mini.plane.manager_failed() {
+            differences.push("mini-kcm's controller manager exited".into());
+        }
+        differences.extend(broken_invariants(mini, upstream));
+        let (by_mini, by_upstream) = writes.since_last(mini, upstream).await?;
         progress(&format!(
-            "{label} step {}/{}: {} ({})",
+            "{label} step {}/{}: {} ({}; workload writes: mini {by_mini}, upstream {by_upstream})",
             step + 1,
             ops.len(),
             op.summary(),
@@ -396,7 +470,82 @@ async fn steps(
             return Ok(Some((step, differences)));
         }
     }
+    // Once more after a pause with no operation: a late write (a hot loop, a delayed requeue that
+    // undoes the agreement) shows here.
+    tokio::time::sleep(QUIET).await;
+    let mut differences = agreement(mini, upstream, ns, false).await?;
+    differences.extend(broken_invariants(mini, upstream));
+    let (by_mini, by_upstream) = writes.since_last(mini, upstream).await?;
+    for (side, n) in [(Side::Mini, by_mini), (Side::Upstream, by_upstream)] {
+        if n >= HOT_LOOP_WRITES {
+            differences.push(format!(
+                "{}: {n} workload writes after the last step, with no operation (a hot loop)",
+                side.name()
+            ));
+        }
+    }
+    progress(&format!(
+        "{label} after the last step, re-checked: {} (workload writes meanwhile: mini {by_mini}, \
+         upstream {by_upstream}; in all: mini {}, upstream {})",
+        if differences.is_empty() {
+            "same".to_string()
+        } else {
+            format!("{} differences", differences.len())
+        },
+        writes.total.0,
+        writes.total.1,
+    ));
+    if !differences.is_empty() {
+        return Ok(Some((ops.len().saturating_sub(1), differences)));
+    }
     Ok(None)
+}
+
+/// The invariants either plane broke in a state read since the last call, as differences.
+fn broken_invariants(mini: &Target, upstream: &Target) -> Vec<String> {
+    [mini, upstream]
+        .into_iter()
+        .flat_map(|t| {
+            t.take_broken()
+                .into_iter()
+                .map(move |b| format!("{} broke an invariant: {b}", t.side.name()))
+        })
+        .collect()
+}
+
+/// Writes to the workload resources on both planes, counted from their API servers' metrics.
+struct Writes {
+    /// The counters at the last reading (mini, upstream).
+    last: (u64, u64),
+    /// Since the sequence started (mini, upstream).
+    total: (u64, u64),
+}
+
+impl Writes {
+    async fn start(mini: &Target, upstream: &Target) -> Result<Writes, ConformanceError> {
+        let (a, b) = tokio::join!(mini.workload_writes(), upstream.workload_writes());
+        Ok(Writes {
+            last: (a?, b?),
+            total: (0, 0),
+        })
+    }
+
+    /// The writes on each plane since the last call (mini, upstream).
+    async fn since_last(
+        &mut self,
+        mini: &Target,
+        upstream: &Target,
+    ) -> Result<(u64, u64), ConformanceError> {
+        let (a, b) = tokio::join!(mini.workload_writes(), upstream.workload_writes());
+        let now = (a?, b?);
+        let delta = (
+            now.0.saturating_sub(self.last.0),
+            now.1.saturating_sub(self.last.1),
+        );
+        self.last = now;
+        self.total = (self.total.0 + delta.0, self.total.1 + delta.1);
+        Ok(delta)
+    }
 }
 
 /// The diverging sequence `ops` with every operation dropped whose absence still leaves a divergence
@@ -433,6 +582,10 @@ async fn minimise(
 /// [`AGREE_AFTER_NODE_REMOVAL_WITHIN`] right after a node's removal or while daemon pods still sit on
 /// a removed node (until the pod garbage collector deletes them, upstream's rolling update counts such
 /// a node as unavailable, and it may have picked that node's pod to replace first: at random).
+///
+/// Agreement must last: equal states read again a poll later (both were already quiet for [`QUIET`]),
+/// and, where they only came to agree after differing, equal on every poll for [`QUIET`]. A plane
+/// that did not settle is a difference of its own.
 async fn agreement(
     mini: &Target,
     upstream: &Target,
@@ -440,7 +593,22 @@ async fn agreement(
     node_removed: bool,
 ) -> Result<Vec<String>, ConformanceError> {
     let (a, b) = tokio::join!(mini.settled(ns), upstream.settled(ns));
-    let (mut a, mut b) = (a?, b?);
+    let (a, b) = (a?, b?);
+    let unsettled: Vec<String> = [(&a, mini), (&b, upstream)]
+        .into_iter()
+        .filter(|(s, _)| !s.settled)
+        .map(|(_, t)| {
+            format!(
+                "{} did not settle within {} s",
+                t.side.name(),
+                SETTLE_WITHIN.as_secs()
+            )
+        })
+        .collect();
+    if !unsettled.is_empty() {
+        return Ok(unsettled);
+    }
+    let (mut a, mut b) = (a.state, b.state);
     let within = if node_removed
         || state::has_pods_on_removed_nodes(&a)
         || state::has_pods_on_removed_nodes(&b)
@@ -450,10 +618,22 @@ async fn agreement(
         AGREE_WITHIN
     };
     let deadline = Instant::now() + within;
+    // How long equality must hold: one more poll when the settled states agree at once, QUIET when
+    // they came to agree later.
+    let mut hold = POLL;
+    let mut equal_since: Option<Instant> = None;
     loop {
         let differences = state::differences(&a, &b);
-        if differences.is_empty() || Instant::now() >= deadline {
-            return Ok(differences);
+        if differences.is_empty() {
+            if equal_since.get_or_insert_with(Instant::now).elapsed() >= hold {
+                return Ok(differences);
+            }
+        } else {
+            equal_since = None;
+            hold = QUIET;
+            if Instant::now() >= deadline {
+                return Ok(differences);
+            }
         }
         tokio::time::sleep(POLL).await;
         let (x, y) = tokio::join!(mini.state(ns), upstream.state(ns));

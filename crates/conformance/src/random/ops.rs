@@ -32,6 +32,9 @@ pub(crate) enum Op {
         verb: Vec<String>,
         rest: Vec<String>,
     },
+    /// Commands run one right after another, with no settling between them (never a pod operation:
+    /// which pod is `index`-th is only agreed on settled planes).
+    Burst { ops: Vec<Op> },
 }
 
 impl Op {
@@ -41,24 +44,35 @@ impl Op {
         }
     }
 
-    /// Whether it adds, removes, labels, taints or cordons a node.
+    /// Whether it adds, removes, labels, taints or (un)cordons a node.
     pub(crate) fn changes_nodes(&self) -> bool {
         match self {
-            Op::Kubectl { args } => args.iter().any(|a| a == "node" || a == "cordon"),
+            Op::Kubectl { args } => args
+                .iter()
+                .any(|a| a == "node" || a == "cordon" || a == "uncordon"),
             Op::Apply { manifest, .. } => manifest["kind"] == "Node",
             Op::OnPod { .. } => false,
+            Op::Burst { ops } => ops.iter().any(Op::changes_nodes),
         }
     }
 
     /// Whether it deletes a node.
     pub(crate) fn removes_node(&self) -> bool {
-        matches!(self, Op::Kubectl { args } if args.starts_with(&["delete".to_string(), "node".to_string()]))
+        match self {
+            Op::Kubectl { args } => args.starts_with(&["delete".to_string(), "node".to_string()]),
+            Op::Burst { ops } => ops.iter().any(Op::removes_node),
+            _ => false,
+        }
     }
 
     /// One line for progress output: the command, with a manifest named by what it creates.
     pub(crate) fn summary(&self) -> String {
         match self {
             Op::Apply { what, .. } => format!("kubectl apply: {what}"),
+            Op::Burst { ops } => format!(
+                "at once: {}",
+                ops.iter().map(Op::summary).collect::<Vec<_>>().join("; ")
+            ),
             _ => self.command("<ns>").replace("kubectl -n <ns> ", "kubectl "),
         }
     }
@@ -83,6 +97,11 @@ impl Op {
             )
             .trim_end()
             .to_string(),
+            Op::Burst { ops } => ops
+                .iter()
+                .map(|op| op.command(ns))
+                .collect::<Vec<_>>()
+                .join("\n"),
         }
     }
 }
@@ -130,12 +149,29 @@ fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> Option<&'a T> {
 /// The operations (usually one) of a kind drawn at random that applies to `model`; none when it has
 /// nothing to act on.
 fn draw(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Vec<Op> {
-    match rng.random_range(0..26) {
+    match rng.random_range(0..28) {
         0..=19 => draw_one(rng, model, nodes).into_iter().collect(),
         20..=21 => pod_relabelling(rng, model).into_iter().collect(),
         22..=23 => cheapest_pod_then_scale_down(rng, model).unwrap_or_default(),
+        24..=25 => burst(rng, model, nodes).into_iter().collect(),
         _ => node_added_or_removed(model).into_iter().collect(),
     }
+}
+
+/// Two or three operations with no settling between them (a user typing fast, a script): the
+/// controllers meet them mid-reconcile. Pod operations are left out (see [`Op::Burst`]).
+fn burst(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
+    let size = rng.random_range(2..=3);
+    let mut ops = Vec::new();
+    for _ in 0..size * 4 {
+        if ops.len() == size {
+            break;
+        }
+        if let Some(op) = draw_one(rng, model, nodes).filter(|op| !matches!(op, Op::OnPod { .. })) {
+            ops.push(op);
+        }
+    }
+    (ops.len() >= 2).then_some(Op::Burst { ops })
 }
 
 fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op> {
@@ -176,11 +212,7 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
         }
         7 => {
             let d = deployment?;
-            let verb = if rng.random_bool(0.5) {
-                "pause"
-            } else {
-                "resume"
-            };
+            let verb = ["pause", "resume", "restart"][rng.random_range(0..3)];
             Some(Op::kubectl(&["rollout", verb, &format!("deployment/{d}")]))
         }
         8 => {
@@ -217,16 +249,23 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
         10 => {
             let d = deployment?;
             model.deployments.retain(|n| *n != d);
-            if rng.random_bool(0.6) {
-                let manifest = deployment_manifest(rng, &d);
-                model.orphaned.push((d.clone(), manifest));
-                Some(Op::kubectl(&[
+            match rng.random_range(0..10) {
+                0..=5 => {
+                    let manifest = deployment_manifest(rng, &d);
+                    model.orphaned.push((d.clone(), manifest));
+                    Some(Op::kubectl(&[
+                        "delete",
+                        &format!("deployment/{d}"),
+                        "--cascade=orphan",
+                    ]))
+                }
+                6..=7 => Some(Op::kubectl(&["delete", &format!("deployment/{d}")])),
+                // The garbage collector deletes its ReplicaSets and pods before it.
+                _ => Some(Op::kubectl(&[
                     "delete",
                     &format!("deployment/{d}"),
-                    "--cascade=orphan",
-                ]))
-            } else {
-                Some(Op::kubectl(&["delete", &format!("deployment/{d}")]))
+                    "--cascade=foreground",
+                ])),
             }
         }
         11 => {
@@ -286,13 +325,7 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
         }
         15..=16 => {
             if let Some(ds) = pick(rng, &model.daemon_sets).cloned() {
-                let image = IMAGES[rng.random_range(0..IMAGES.len())];
-                return Some(Op::kubectl(&[
-                    "set",
-                    "image",
-                    &format!("daemonset/{ds}"),
-                    &format!("main={image}"),
-                ]));
+                return Some(daemon_set_op(rng, model, &ds));
             }
             let name = "agent".to_string();
             model.daemon_sets.push(name.clone());
@@ -336,13 +369,58 @@ fn draw_one(rng: &mut StdRng, model: &mut Model, nodes: &[String]) -> Option<Op>
         }
         _ => {
             let node = pick(rng, nodes)?.clone();
-            let args: &[&str] = match rng.random_range(0..4) {
+            let args: &[&str] = match rng.random_range(0..7) {
                 0 => &["label", "node", &node, "random/agent=yes", "--overwrite"],
                 1 => &["taint", "node", &node, "random=x:NoSchedule", "--overwrite"],
                 2 => &["taint", "node", &node, "random=x:NoExecute", "--overwrite"],
-                _ => &["cordon", &node],
+                3 => &["cordon", &node],
+                // And undone: the verdicts change back.
+                4 => &["label", "node", &node, "random/agent-"],
+                5 => &["taint", "node", &node, "random-"],
+                _ => &["uncordon", &node],
             };
             Some(Op::kubectl(args))
+        }
+    }
+}
+
+/// An operation on the existing DaemonSet `ds`: a new image (most often), a restart, an undo, a
+/// switch between OnDelete and RollingUpdate, or its deletion (orphaning its pods or not; a later draw
+/// creates it again, adopting the orphans).
+fn daemon_set_op(rng: &mut StdRng, model: &mut Model, ds: &str) -> Op {
+    let target = format!("daemonset/{ds}");
+    match rng.random_range(0..10) {
+        0..=4 => {
+            let image = IMAGES[rng.random_range(0..IMAGES.len())];
+            Op::kubectl(&["set", "image", &target, &format!("main={image}")])
+        }
+        5 => Op::kubectl(&["rollout", "restart", &target]),
+        6 => Op::kubectl(&["rollout", "undo", &target]),
+        7 => {
+            let strategy = if rng.random_bool(0.5) {
+                json!({"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}})
+            } else {
+                json!({"spec": {"updateStrategy": {"type": "RollingUpdate",
+                                                    "rollingUpdate": {"maxUnavailable": 1}}}})
+            };
+            // Without a surge from here on (see pod_relabelling).
+            model.surging.retain(|d| d != ds);
+            Op::kubectl(&[
+                "patch",
+                &target,
+                "--type=merge",
+                "-p",
+                &strategy.to_string(),
+            ])
+        }
+        _ => {
+            model.daemon_sets.retain(|d| d != ds);
+            model.surging.retain(|d| d != ds);
+            if rng.random_bool(0.5) {
+                Op::kubectl(&["delete", &target, "--cascade=orphan"])
+            } else {
+                Op::kubectl(&["delete", &target])
+            }
         }
     }
 }
@@ -515,7 +593,14 @@ mod tests {
         let nodes = vec!["n1".to_string()];
         for seed in 0..20 {
             let mut created = Vec::new();
-            for op in generate(seed, 40, &nodes) {
+            // A burst's commands run in order, as single ones do.
+            let flat = generate(seed, 40, &nodes)
+                .into_iter()
+                .flat_map(|op| match op {
+                    Op::Burst { ops } => ops,
+                    op => vec![op],
+                });
+            for op in flat {
                 if let Op::Apply { manifest, .. } = &op {
                     created.push(
                         manifest["metadata"]["name"]

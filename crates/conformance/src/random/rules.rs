@@ -32,8 +32,9 @@ pub(crate) const RULES: [Rule; 4] = [
         name: "daemonset-recount-on-node-verdict",
         doc: "docs/daemonset.md#deliberate-differences-from-upstream",
         normalisation: "mini-kcm recounts a DaemonSet when a node's verdict changes, upstream only when \
-            a pod must be created or deleted: after each node operation both planes' DaemonSets are \
-            annotated (no spec change), which makes upstream recount too",
+            a pod must be created or deleted: after each node operation upstream's DaemonSets alone \
+            are annotated (no spec change), which makes upstream recount; mini-kcm's are never \
+            touched, so its own node handling must reach the same state",
     },
     Rule {
         name: "daemonset-node-choice",
@@ -156,7 +157,9 @@ pub(crate) fn by_node_class(
 /// The rule "deployment-lost-progress-write": for each Deployment whose Progressing reason is
 /// NewReplicaSetAvailable on upstream while its replicas equal its updated replicas (upstream then
 /// never re-judges the condition), mini-kcm's ReplicaSetUpdated or NewReplicaSetCreated is taken as
-/// that reason. Only the reason is forgiven: the condition's status and everything else still count.
+/// that reason, as long as the rollout is incomplete on mini-kcm's plane (fewer available replicas than
+/// `spec.replicas`): once complete, mini-kcm must say NewReplicaSetAvailable itself. Only the reason is
+/// forgiven (with its message): the condition's status and everything else still count.
 pub(crate) fn forgive_lost_progress_write(mini: &mut Value, upstream: &Value) {
     let Some(objects) = mini.as_object_mut() else {
         return;
@@ -171,18 +174,37 @@ pub(crate) fn forgive_lost_progress_write(mini: &mut Value, upstream: &Value) {
         let status = &theirs["status"];
         let replicas_all_updated = !status[0].is_null() && status[0] == status[1];
         let upstream_reason = progressing(theirs);
+        // The view's status is [replicas, updated, ready, available, unavailable, terminating].
+        let available = view["status"][3].as_i64().unwrap_or(0);
+        let rollout_incomplete = available < view["replicas"].as_i64().unwrap_or(0);
         let Some(conditions) = view["conditions"].as_array_mut() else {
             continue;
         };
+        let mut forgiven = false;
         for condition in conditions.iter_mut() {
             let is_progressing = condition[0] == "Progressing" && condition[1] == "True";
             let mini_reason = condition[2].as_str().unwrap_or_default();
             if is_progressing
                 && replicas_all_updated
+                && rollout_incomplete
                 && upstream_reason == Some(("True", "NewReplicaSetAvailable"))
                 && matches!(mini_reason, "ReplicaSetUpdated" | "NewReplicaSetCreated")
             {
                 condition[2] = json!("NewReplicaSetAvailable");
+                forgiven = true;
+            }
+        }
+        // The message goes with the reason: upstream's, for the condition whose reason was forgiven.
+        if forgiven {
+            let theirs = theirs["messages"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m[0] == "Progressing"))
+                .cloned();
+            let messages = view.get_mut("messages").and_then(Value::as_array_mut);
+            if let (Some(theirs), Some(messages)) = (theirs, messages) {
+                for message in messages.iter_mut().filter(|m| m[0] == "Progressing") {
+                    *message = theirs.clone();
+                }
             }
         }
     }
@@ -255,6 +277,7 @@ mod tests {
     fn a_lost_progress_write_is_forgiven_only_where_upstream_never_re_judges() {
         let view = |reason: &str, status: Value| {
             json!({"Deployment web": {
+                "replicas": 2,
                 "status": status,
                 "conditions": [["Available", "False", "MinimumReplicasUnavailable"],
                                ["Progressing", "True", reason]],
@@ -267,6 +290,11 @@ mod tests {
         // Mid-rollout (replicas above updated) upstream re-judges: a different reason is a divergence.
         let upstream = view("NewReplicaSetAvailable", json!([3, 1, 2, 2, 1, 0]));
         let mut mini = view("ReplicaSetUpdated", json!([3, 1, 2, 2, 1, 0]));
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_ne!(mini, upstream);
+        // A complete rollout (every replica available) is never forgiven: mini-kcm must say so itself.
+        let upstream = view("NewReplicaSetAvailable", json!([2, 2, 2, 2, null, 0]));
+        let mut mini = view("ReplicaSetUpdated", json!([2, 2, 2, 2, null, 0]));
         forgive_lost_progress_write(&mut mini, &upstream);
         assert_ne!(mini, upstream);
         // The other way round (mini stuck on NewReplicaSetAvailable) is never forgiven.

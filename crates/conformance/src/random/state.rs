@@ -2,27 +2,33 @@
 //! legitimately differs between two planes normalised away (generated names, UIDs, times,
 //! resourceVersions), so two planes that agree give equal values.
 //!
-//! Per Deployment: `spec.replicas`, paused, every status counter, whether `observedGeneration` caught
-//! up, the conditions (type, status, reason), the revision annotation, and its ReplicaSets by template
-//! (image) with their replicas, revision and size annotations, status and pods (how many, how many
-//! Ready, the deletion costs of those left). Per ReplicaSet without a Deployment: the same, and its
-//! conditions. Per DaemonSet: the status, the daemon pods per node (image, Ready, terminating, whether
-//! relabelled back: of two on a node the oldest stays), nodes told apart by class
-//! ([`rules::RULES`]), and the ControllerRevision numbers. Pods without a controller are counted by
-//! their `app` label.
+//! Per Deployment: `spec.replicas`, paused, every status counter, `observedGeneration` and
+//! `collisionCount`, the conditions (type, status, reason) and their messages, the revision
+//! annotation, and its ReplicaSets by template (image) with their replicas, annotations,
+//! `minReadySeconds`, template labels and annotations, `blockOwnerDeletion`, status and pods (how
+//! many, how many Ready, the deletion costs of those left). Per ReplicaSet without a Deployment: the
+//! same, and its conditions. Per DaemonSet: the status, the daemon pods per node (image, Ready,
+//! terminating, whether relabelled back: of two on a node the oldest stays; tolerations, pinned to
+//! their node, `blockOwnerDeletion`), nodes told apart by class ([`rules::RULES`]), and the
+//! ControllerRevisions' numbers and data. Pods without a controller are counted by their `app` label.
+//! Every state read is also checked against upstream's guarantees ([`broken_invariants`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::ops::{DELETION_COST, RELABELLED};
 use super::rules;
 
-/// The namespace's normalised state.
-pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, kube::Error> {
+/// The namespace's normalised state, and the invariants it breaks ([`broken_invariants`]).
+pub(crate) async fn snapshot(
+    client: &kube::Client,
+    ns: &str,
+) -> Result<(Value, Vec<String>), kube::Error> {
     let lp = ListParams::default();
     let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
         .list(&lp)
@@ -45,14 +51,80 @@ pub(crate) async fn snapshot(client: &kube::Client, ns: &str) -> Result<Value, k
         .await?
         .items;
     let nodes = nodes(client).await?;
-    Ok(normalise(
+    let broken = broken_invariants(&deployments, &replica_sets, &pods);
+    let state = normalise(
         &deployments,
         &replica_sets,
         &daemon_sets,
         &revisions,
         &pods,
         &nodes,
-    ))
+    );
+    Ok((state, broken))
+}
+
+/// Upstream's guarantees, checked on every state read (settled or not), each broken one described:
+/// - a Deployment whose controller has observed its generation has at most `spec.replicas + maxSurge`
+///   replicas in its ReplicaSets' specs (Recreate: `spec.replicas`); the bound is upstream's, on the
+///   ReplicaSets, since terminating pods may outlast it;
+/// - no pod has two controllers.
+pub(crate) fn broken_invariants(
+    deployments: &[Deployment],
+    replica_sets: &[ReplicaSet],
+    pods: &[Pod],
+) -> Vec<String> {
+    let mut broken = Vec::new();
+    for d in deployments {
+        let spec = &d.spec;
+        let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+        if d.metadata.deletion_timestamp.is_some() || observed != d.metadata.generation {
+            continue;
+        }
+        let replicas = i64::from(spec.replicas.unwrap_or(1));
+        let surge = spec
+            .strategy
+            .as_ref()
+            .filter(|s| s.type_.as_deref() != Some("Recreate"))
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|r| r.max_surge.as_ref())
+            .map_or(0, |surge| scaled_up(surge, replicas));
+        let in_specs: i64 = replica_sets
+            .iter()
+            .filter(|rs| controller_uid(&rs.metadata) == Some(uid(&d.metadata)))
+            .map(|rs| i64::from(rs.spec.replicas.unwrap_or(0)))
+            .sum();
+        if in_specs > replicas + surge {
+            broken.push(format!(
+                "Deployment {}: {in_specs} replicas in its ReplicaSets' specs, above replicas + maxSurge \
+                 = {}",
+                d.metadata.name.as_deref().unwrap_or_default(),
+                replicas + surge
+            ));
+        }
+    }
+    for pod in pods {
+        let controllers = pod.metadata.owner_references.as_ref().map_or(0, |refs| {
+            refs.iter().filter(|r| r.controller == Some(true)).count()
+        });
+        if controllers > 1 {
+            broken.push(format!(
+                "pod {}: {controllers} controllers",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    broken
+}
+
+/// An int-or-percent of `total`, a percentage rounded up (as upstream resolves maxSurge).
+fn scaled_up(value: &IntOrString, total: i64) -> i64 {
+    match value {
+        IntOrString::Int(n) => i64::from(*n),
+        IntOrString::String(s) => s
+            .strip_suffix('%')
+            .and_then(|p| p.parse::<i64>().ok())
+            .map_or(0, |p| (p.saturating_mul(total) + 99).div_euclid(100)),
+    }
 }
 
 /// Every node.
@@ -119,6 +191,9 @@ fn pods_of(pods: &[Pod], owner_uid: &str) -> Value {
         "ready": live().filter(|p| is_ready(p)).count(),
         "terminating": owned.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count(),
         "deletionCosts": costs,
+        "withoutBlockOwnerDeletion": live()
+            .filter(|p| controller_ref(&p.metadata).and_then(|r| r.block_owner_deletion) != Some(true))
+            .count(),
     })
 }
 
@@ -138,11 +213,83 @@ fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
         "maxReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/max-replicas"),
         "status": [status.replicas, status.fully_labeled_replicas, status.ready_replicas,
                    status.available_replicas, status.terminating_replicas],
-        "observedGeneration": status.observed_generation == rs.metadata.generation,
+        "observedGeneration": [status.observed_generation, rs.metadata.generation],
         "conditions": conditions(status.conditions.map(|c| c.into_iter()
             .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
         "owned": pods_of(pods, uid(&rs.metadata)),
+        // Copied from the Deployment, or written by its controller (revision-history included).
+        "annotations": rs.metadata.annotations,
+        "minReadySeconds": rs.spec.min_ready_seconds,
+        "template": template_view(rs.spec.template.as_ref()),
+        "blockOwnerDeletion": controller_ref(&rs.metadata).and_then(|r| r.block_owner_deletion),
     })
+}
+
+/// A ReplicaSet's pod template beyond its image: labels (the `pod-template-hash`, rule
+/// "pod-template-hash", aside) and annotations.
+fn template_view(template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> Value {
+    let meta = template.and_then(|t| t.metadata.as_ref());
+    let mut labels = meta.and_then(|m| m.labels.clone()).unwrap_or_default();
+    labels.remove("pod-template-hash");
+    let mut view = json!({
+        "labels": labels,
+        "annotations": meta.and_then(|m| m.annotations.clone()),
+    });
+    without_restart_times(&mut view);
+    view
+}
+
+/// `kubectl rollout restart` stamps a template with the time it ran on each plane (to the second):
+/// the stamp is compared, its time is not.
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+fn without_restart_times(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if key == RESTARTED_AT {
+                    *v = json!("<time>");
+                } else {
+                    without_restart_times(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_restart_times),
+        _ => {}
+    }
+}
+
+fn controller_ref(
+    meta: &kube::api::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// A Deployment's condition messages, by type, with its ReplicaSets' names as the rule
+/// "pod-template-hash" writes them (messages name the ReplicaSet a rollout is at).
+fn condition_messages(d: &Deployment, children: &[&ReplicaSet]) -> Value {
+    let mut messages: Vec<(String, String)> = d
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let mut message = c.message.clone().unwrap_or_default();
+            for rs in children {
+                let name = rs.metadata.name.clone().unwrap_or_default();
+                if !name.is_empty() {
+                    message = message.replace(&name, &rules::without_template_hash(rs, &name));
+                }
+            }
+            (c.type_.clone().unwrap_or_default(), message)
+        })
+        .collect();
+    messages.sort();
+    json!(messages)
 }
 
 pub(crate) fn normalise(
@@ -157,11 +304,11 @@ pub(crate) fn normalise(
     for d in deployments {
         let name = d.metadata.name.clone().unwrap_or_default();
         let status = d.status.clone().unwrap_or_default();
-        let mut children: Vec<Value> = replica_sets
+        let owned: Vec<&ReplicaSet> = replica_sets
             .iter()
             .filter(|rs| controller_uid(&rs.metadata) == Some(uid(&d.metadata)))
-            .map(|rs| replica_set_view(rs, pods))
             .collect();
+        let mut children: Vec<Value> = owned.iter().map(|rs| replica_set_view(rs, pods)).collect();
         children.sort_by_key(|v| v.to_string());
         let spec = d.spec.clone();
         state.insert(
@@ -172,7 +319,9 @@ pub(crate) fn normalise(
                 "status": [status.replicas, status.updated_replicas, status.ready_replicas,
                            status.available_replicas, status.unavailable_replicas,
                            status.terminating_replicas],
-                "observedGeneration": status.observed_generation == d.metadata.generation,
+                "observedGeneration": [status.observed_generation, d.metadata.generation],
+                "collisionCount": status.collision_count,
+                "messages": condition_messages(d, &owned),
                 "conditions": conditions(status.conditions.map(|c| c.into_iter()
                     .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
                 "revision": annotation(&d.metadata, "deployment.kubernetes.io/revision"),
@@ -215,6 +364,7 @@ pub(crate) fn normalise(
                 .as_ref()
                 .and_then(|s| s.node_name.clone())
                 .unwrap_or_default();
+            let pinned_here = pinned_node(pod).as_deref() == Some(node.as_str());
             per_node.entry(node).or_default().push(json!([
                 image_of(pod.spec.as_ref()),
                 is_ready(pod),
@@ -223,24 +373,41 @@ pub(crate) fn normalise(
                     .labels
                     .as_ref()
                     .is_some_and(|l| l.contains_key(RELABELLED)),
+                tolerations_of(pod),
+                pinned_here,
+                controller_ref(&pod.metadata).and_then(|r| r.block_owner_deletion),
             ]));
         }
         let per_class = rules::by_node_class(per_node, &classes);
-        let mut numbers: Vec<i64> = revisions
+        let owned_revisions: Vec<&ControllerRevision> = revisions
             .iter()
             .filter(|r| controller_uid(&r.metadata) == Some(uid(&ds.metadata)))
+            .collect();
+        let mut numbers: Vec<i64> = owned_revisions
+            .iter()
             .map(|r| r.revision.unwrap_or_default())
             .collect();
         numbers.sort_unstable();
+        // What each revision records of the template, by number.
+        let revision_data: BTreeMap<i64, Value> = owned_revisions
+            .iter()
+            .map(|r| {
+                let mut data = r.data.0.clone();
+                without_restart_times(&mut data);
+                (r.revision.unwrap_or_default(), data)
+            })
+            .collect();
         state.insert(
             format!("DaemonSet {name}"),
             json!({
                 "status": [status.desired_number_scheduled, status.current_number_scheduled,
                            status.number_misscheduled, status.number_ready, status.updated_number_scheduled,
                            status.number_available, status.number_unavailable],
-                "observedGeneration": status.observed_generation == ds.metadata.generation,
+                "observedGeneration": [status.observed_generation, ds.metadata.generation],
+                "collisionCount": status.collision_count,
                 "podsPerNodeClass": per_class,
                 "revisions": numbers,
+                "revisionData": revision_data,
             }),
         );
     }
@@ -259,6 +426,45 @@ pub(crate) fn normalise(
     }
     state.insert("orphan pods by app".into(), json!(orphans));
     json!(state)
+}
+
+/// A pod's tolerations, as `key:operator:value:effect`, sorted (a daemon pod's are its controller's).
+fn tolerations_of(pod: &Pod) -> Value {
+    let mut list: Vec<String> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                "{}:{}:{}:{}",
+                t.key.as_deref().unwrap_or_default(),
+                t.operator.as_deref().unwrap_or_default(),
+                t.value.as_deref().unwrap_or_default(),
+                t.effect.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    list.sort();
+    json!(list)
+}
+
+/// The node a daemon pod's required node affinity pins it to (`matchFields` on `metadata.name`).
+fn pinned_node(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|f| f.key == "metadata.name" && f.operator == "In")
+        .and_then(|f| f.values.as_ref()?.first().cloned())
 }
 
 /// What the comparison sees of any owner's pod: image, Ready, deletion cost.
@@ -344,6 +550,37 @@ pub(crate) fn has_pods_on_removed_nodes(state: &Value) -> bool {
                 })
         })
     })
+}
+
+/// The writes a workload controller makes (creates, updates, patches, deletes of Deployments,
+/// ReplicaSets, DaemonSets, ControllerRevisions and their status) in an API server's `/metrics` text:
+/// the sum of `apiserver_request_total` over the `apps` group's write verbs. Only controllers write
+/// those while no operation runs (the operations' own writes happen before their step is counted).
+pub(crate) fn workload_writes(metrics: &str) -> u64 {
+    const WRITES: [&str; 5] = ["POST", "PUT", "PATCH", "DELETE", "APPLY"];
+    let mut sum = 0_u64;
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split(',')
+                .find_map(|pair| pair.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"'))
+        };
+        if label("group") == Some("apps") && label("verb").is_some_and(|v| WRITES.contains(&v)) {
+            // Prometheus writes counters as floats; they hold whole numbers.
+            let n = value.trim().parse::<f64>().unwrap_or(0.0);
+            if n.is_finite() && n >= 0.0 {
+                sum = sum.saturating_add(n as u64);
+            }
+        }
+    }
+    sum
 }
 
 /// The paths at which two normalised states differ, with both values (empty: equal).
@@ -446,5 +683,67 @@ mod tests {
             differences(&a, &b),
             ["/Deployment web/status: mini [3,3] | upstream [3,2]"]
         );
+    }
+
+    #[test]
+    fn workload_writes_sum_the_apps_groups_writes_only() {
+        let metrics = r#"# HELP apiserver_request_total Counter of apiserver requests
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="replicasets",scope="resource",subresource="status",verb="PUT",version="v1"} 12
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="apps",resource="replicasets",scope="resource",subresource="",verb="POST",version="v1"} 3
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="status",verb="PUT",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="LIST",version="v1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="daemonsets",scope="resource",subresource="",verb="WATCH",version="v1"} 7
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 9
+apiserver_request_total_other{group="apps",verb="PUT"} 5
+"#;
+        assert_eq!(workload_writes(metrics), 16);
+        assert_eq!(workload_writes(""), 0);
+    }
+
+    #[test]
+    fn a_rollout_above_its_surge_or_a_pod_with_two_controllers_breaks_an_invariant() {
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "uid": "d1", "generation": 2},
+            "spec": {"replicas": 4, "selector": {}, "template": {},
+                     "strategy": {"type": "RollingUpdate",
+                                  "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}}},
+            "status": {"observedGeneration": 2},
+        }))
+        .unwrap();
+        let rs = |name: &str, replicas: i32| -> ReplicaSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1",
+                    "kind": "Deployment", "name": "web", "uid": "d1", "controller": true}]},
+                "spec": {"replicas": replicas, "selector": {}},
+            }))
+            .unwrap()
+        };
+        // 25 % of 4 is 1: five replicas are within the bound, six are not.
+        assert!(
+            broken_invariants(
+                std::slice::from_ref(&deployment),
+                &[rs("a", 3), rs("b", 2)],
+                &[]
+            )
+            .is_empty()
+        );
+        let broken = broken_invariants(
+            std::slice::from_ref(&deployment),
+            &[rs("a", 3), rs("b", 3)],
+            &[],
+        );
+        assert_eq!(broken.len(), 1, "{broken:?}");
+        // Not judged before the controller observed the generation (a scale it has not acted on yet).
+        let mut unobserved = deployment;
+        unobserved.metadata.generation = Some(3);
+        assert!(broken_invariants(&[unobserved], &[rs("a", 3), rs("b", 3)], &[]).is_empty());
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "a", "uid": "1", "controller": true},
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "b", "uid": "2", "controller": true},
+        ]}}))
+        .unwrap();
+        assert_eq!(broken_invariants(&[], &[], &[pod]).len(), 1);
+        assert_eq!(scaled_up(&IntOrString::String("30%".into()), 5), 2);
+        assert_eq!(scaled_up(&IntOrString::Int(2), 5), 2);
     }
 }
