@@ -13,8 +13,15 @@
 //! refusal, a timeout), as a fake clientset's `PrependReactor`.
 //!
 //! Not served: watches (unit tests fill caches with [`RecordedApi::feed`] instead of running informers),
-//! label selectors on lists, server-side apply, garbage collection and graceful pod deletion (a deleted
-//! object is gone at once).
+//! label selectors on lists, server-side apply and garbage collection; a deleted pod is gone at once
+//! unless [`RecordedApi::graceful_pod_deletion`] is on.
+//!
+//! For a simulation (the `mini-kcm-simulation` crate) it also keeps the watch events its writes made
+//! ([`RecordedApi::watch_log`]), which the simulation hands to informers when it chooses; lets the
+//! simulated cluster (kubelet, scheduler, users) write without a request ([`RecordedApi::put`],
+//! [`RecordedApi::remove`]); and lets a simulation decide the fate of each write
+//! ([`RecordedApi::intercept`]): served, refused, served but answered with an error, or the process
+//! crashing right before or after it (then the API answers nothing until [`RecordedApi::bring_up`]).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -188,6 +195,70 @@ struct Reactor {
 /// An object's place: group/version, plural, namespace, name.
 type Place = (String, String, String, String);
 
+/// One change the API's watches would have sent: every write served (events left out), in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// The resource, as `apiVersion/plural` (`apps/v1/replicasets`, `v1/pods`).
+    pub resource: String,
+    /// A `DELETED` event (else `ADDED` or `MODIFIED`).
+    pub deleted: bool,
+    /// The object after the write (for a deletion: as it was, with the deletion's resourceVersion).
+    pub object: Value,
+}
+
+/// What becomes of one write a client sends ([`RecordedApi::intercept`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Intercept {
+    /// Served as usual.
+    Serve,
+    /// Not served; answered with the reaction's error.
+    Refuse(Reaction),
+    /// Served, but answered with the reaction's error (a timeout whose effect persisted).
+    ServeThenFail(Reaction),
+    /// The process crashes before the request reaches the server: not served, and the API answers
+    /// nothing more until [`RecordedApi::bring_up`].
+    CrashBefore,
+    /// Served, then the process crashes before it reads the answer.
+    CrashAfter,
+}
+
+/// The stored objects, read-only, for an interceptor deciding a write's fate.
+pub struct Stored<'a>(&'a BTreeMap<Place, Value>, u64);
+
+impl Stored<'_> {
+    /// The newest resourceVersion given so far: a write served now gets the next one.
+    pub fn resource_version(&self) -> u64 {
+        self.1
+    }
+
+    /// Every stored object of `resource` (`apiVersion/plural`).
+    pub fn list<'s>(&'s self, resource: &'s str) -> impl Iterator<Item = &'s Value> + 's {
+        self.0
+            .iter()
+            .filter(move |((gv, plural, _, _), _)| same_resource(resource, gv, plural))
+            .map(|(_, value)| value)
+    }
+
+    /// The stored object of `resource` (`apiVersion/plural`) at `namespace`/`name`.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&Value> {
+        let (gv, plural) = resource.rsplit_once('/')?;
+        self.0.get(&(
+            gv.to_string(),
+            plural.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        ))
+    }
+}
+
+fn same_resource(resource: &str, group_version: &str, plural: &str) -> bool {
+    resource
+        .rsplit_once('/')
+        .is_some_and(|(gv, p)| gv == group_version && p == plural)
+}
+
+type Interceptor = Arc<dyn Fn(&RecordedRequest, &Stored<'_>) -> Intercept + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     objects: BTreeMap<Place, Value>,
@@ -199,9 +270,28 @@ struct State {
     last_serial: u64,
     requests: Vec<RecordedRequest>,
     reactors: Vec<Reactor>,
+    /// Every change served, in order (`RecordedApi::watch_log`).
+    log: Vec<WatchEvent>,
+    interceptor: Option<Interceptor>,
+    /// The client's process crashed (`Intercept::CrashBefore`/`CrashAfter`): nothing is answered.
+    down: bool,
+    /// A pod's deletion only marks it (`RecordedApi::graceful_pod_deletion`).
+    graceful_pods: bool,
+    /// The time written into objects (`RecordedApi::set_time`); the wall clock if unset.
+    time: Option<String>,
 }
 
 impl State {
+    /// Now, to the second, as the API server writes times (or the simulation's time).
+    fn now(&self) -> String {
+        self.time.clone().unwrap_or_else(|| {
+            k8s_openapi::jiff::Timestamp::now()
+                .round(k8s_openapi::jiff::Unit::Second)
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+        })
+    }
+
     fn next_resource_version(&mut self) -> String {
         self.last_resource_version += 1;
         self.last_resource_version.to_string()
@@ -405,6 +495,141 @@ impl RecordedApi {
             .collect()
     }
 
+    /// The watch events of every change since the `from`-th (0: all), in order.
+    pub fn watch_log(&self, from: usize) -> Vec<WatchEvent> {
+        self.lock()
+            .log
+            .get(from..)
+            .map(<[_]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// How many watch events there have been.
+    pub fn watch_log_len(&self) -> usize {
+        self.lock().log.len()
+    }
+
+    /// Decides the fate of every later write a client sends (events excepted) with `interceptor`,
+    /// which sees the request and the stored objects before the write is served.
+    pub fn intercept(
+        &self,
+        interceptor: impl Fn(&RecordedRequest, &Stored<'_>) -> Intercept + Send + Sync + 'static,
+    ) {
+        self.lock().interceptor = Some(Arc::new(interceptor));
+    }
+
+    /// Whether the client's process has crashed ([`Intercept::CrashBefore`], [`Intercept::CrashAfter`]).
+    pub fn is_down(&self) -> bool {
+        self.lock().down
+    }
+
+    /// Answers requests again, for the process that replaces the crashed one.
+    pub fn bring_up(&self) {
+        self.lock().down = false;
+    }
+
+    /// A pod's deletion through the API marks it (`deletionTimestamp`, a grace period of 30 s) as
+    /// kube-apiserver does; the simulated kubelet removes it later with [`RecordedApi::remove`].
+    pub fn graceful_pod_deletion(&self) {
+        self.lock().graceful_pods = true;
+    }
+
+    /// Writes `time` (RFC 3339) wherever the server writes the time (creation and deletion
+    /// timestamps), instead of the wall clock: a simulation's runs then store the same objects.
+    pub fn set_time(&self, time: String) {
+        self.lock().time = Some(time);
+    }
+
+    /// Stores `object` as a user's or another component's write would, without a request: a new
+    /// resourceVersion, a UID and creation time if it has none, the generation moved if the spec
+    /// changed, and a watch event. Returns the stored object.
+    pub fn put(&self, mut object: Value) -> Value {
+        let mut state = self.lock();
+        let Some(place) = place_in(&object) else {
+            return object;
+        };
+        let stored = state.objects.get(&place).cloned();
+        if object.pointer("/metadata/uid").is_none_or(Value::is_null) {
+            let uid = match stored.as_ref().and_then(|s| s.pointer("/metadata/uid")) {
+                Some(uid) => uid.clone(),
+                None => json!(format!("uid-{}", state.next_serial())),
+            };
+            object["metadata"]["uid"] = uid;
+        }
+        if object
+            .pointer("/metadata/creationTimestamp")
+            .is_none_or(Value::is_null)
+        {
+            object["metadata"]["creationTimestamp"] = match stored
+                .as_ref()
+                .and_then(|s| s.pointer("/metadata/creationTimestamp"))
+            {
+                Some(time) => time.clone(),
+                None => json!(state.now()),
+            };
+        }
+        let generation = match &stored {
+            None => 1,
+            Some(stored) => {
+                let before = stored
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                if stored.get("spec") == object.get("spec") {
+                    before
+                } else {
+                    before.saturating_add(1)
+                }
+            }
+        };
+        object["metadata"]["generation"] = json!(generation);
+        object["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+        state.deleted.remove(&place);
+        state.objects.insert(place.clone(), object.clone());
+        state.log.push(WatchEvent {
+            resource: format!("{}/{}", place.0, place.1),
+            deleted: false,
+            object: object.clone(),
+        });
+        object
+    }
+
+    /// Removes the object of `resource` (`apiVersion/plural`) at `namespace`/`name` without a request
+    /// (a kubelet finishing a pod's termination, a garbage collector), with a watch event. Returns it.
+    pub fn remove(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let (gv, plural) = resource.rsplit_once('/')?;
+        let place = (
+            gv.to_string(),
+            plural.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        let mut state = self.lock();
+        let mut object = state.objects.remove(&place)?;
+        object["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+        state.deleted.insert(place, object.clone());
+        state.log.push(WatchEvent {
+            resource: resource.to_string(),
+            deleted: true,
+            object: object.clone(),
+        });
+        Some(object)
+    }
+
+    /// The stored object of `resource` (`apiVersion/plural`) at `namespace`/`name`, as JSON.
+    pub fn object(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let state = self.lock();
+        Stored(&state.objects, 0)
+            .get(resource, namespace, name)
+            .cloned()
+    }
+
+    /// Every stored object of `resource` (`apiVersion/plural`), as JSON, by namespace and name.
+    pub fn objects(&self, resource: &str) -> Vec<Value> {
+        let state = self.lock();
+        Stored(&state.objects, 0).list(resource).cloned().collect()
+    }
+
     /// Forgets the requests received so far (the objects stay).
     pub fn clear_requests(&self) {
         self.lock().requests.clear();
@@ -419,6 +644,10 @@ impl RecordedApi {
     /// Answers one request: records it, asks the reactors, then the store.
     fn answer(&self, request: ParsedRequest) -> (u16, Value) {
         let mut state = self.lock();
+        if state.down {
+            let (code, reason, message) = Reaction::Unavailable.status(&request.plural, "");
+            return failure(code, reason, message);
+        }
         let mut recorded = RecordedRequest {
             verb: request.verb,
             resource: request.resource(),
@@ -438,13 +667,48 @@ impl RecordedApi {
             }
             r.reaction.clone()
         });
-        let answer = match reaction {
-            Some(reaction) => {
-                let name = request.name.clone().unwrap_or_default();
-                let (code, reason, message) = reaction.status(&request.plural, &name);
-                failure(code, reason, message)
+        let intercept = match (&state.interceptor, reaction.is_some()) {
+            (Some(interceptor), false) if request.verb.is_write() && request.plural != "events" => {
+                interceptor(
+                    &recorded,
+                    &Stored(&state.objects, state.last_resource_version),
+                )
             }
-            None => serve(&mut state, &request),
+            _ => Intercept::Serve,
+        };
+        let name = request.name.clone().unwrap_or_default();
+        let refused = |reaction: &Reaction| {
+            let (code, reason, message) = reaction.status(&request.plural, &name);
+            failure(code, reason, message)
+        };
+        let answer = match (reaction.as_ref(), &intercept) {
+            (Some(reaction), _) | (None, Intercept::Refuse(reaction)) => refused(reaction),
+            (None, Intercept::CrashBefore) => {
+                state.down = true;
+                refused(&Reaction::Unavailable)
+            }
+            (None, Intercept::Serve | Intercept::ServeThenFail(_) | Intercept::CrashAfter) => {
+                let answer = serve(&mut state, &request);
+                if request.verb.is_write() && answer.0 < 300 && request.plural != "events" {
+                    let deleted = request.verb == Verb::Delete
+                        && !state
+                            .objects
+                            .contains_key(&request.place(&answer_name(&answer.1, &name)));
+                    state.log.push(WatchEvent {
+                        resource: format!("{}/{}", request.group_version, request.plural),
+                        deleted,
+                        object: answer.1.clone(),
+                    });
+                }
+                match &intercept {
+                    Intercept::ServeThenFail(reaction) => refused(reaction),
+                    Intercept::CrashAfter => {
+                        state.down = true;
+                        refused(&Reaction::Unavailable)
+                    }
+                    _ => answer,
+                }
+            }
         };
         if request.verb == Verb::Create && recorded.name.is_none() {
             recorded.name = answer
@@ -578,6 +842,25 @@ fn serve(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
             };
             update(state, request, stored, written)
         }
+        Verb::Delete
+            if state.graceful_pods && request.group_version == "v1" && request.plural == "pods" =>
+        {
+            let Some(stored) = state.objects.get(&request.place(&name)).cloned() else {
+                return not_found();
+            };
+            if stored
+                .pointer("/metadata/deletionTimestamp")
+                .is_some_and(|t| !t.is_null())
+            {
+                return (200, stored);
+            }
+            let mut marked = stored;
+            marked["metadata"]["deletionTimestamp"] = json!(state.now());
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+            marked["metadata"]["resourceVersion"] = json!(state.next_resource_version());
+            state.objects.insert(request.place(&name), marked.clone());
+            (200, marked)
+        }
         Verb::Delete => match state.objects.remove(&request.place(&name)) {
             Some(mut object) => {
                 object["metadata"]["resourceVersion"] = json!(state.next_resource_version());
@@ -676,12 +959,7 @@ fn create(state: &mut State, request: &ParsedRequest) -> (u16, Value) {
     metadata["resourceVersion"] = json!(rv);
     metadata["generation"] = json!(1);
     if metadata.get("creationTimestamp").is_none_or(Value::is_null) {
-        metadata["creationTimestamp"] = json!(
-            k8s_openapi::jiff::Timestamp::now()
-                .round(k8s_openapi::jiff::Unit::Second)
-                .map(|t| t.to_string())
-                .unwrap_or_default()
-        );
+        metadata["creationTimestamp"] = json!(state.now());
     }
     state.deleted.remove(&place);
     state.objects.insert(place, object.clone());
@@ -795,6 +1073,42 @@ fn patched(stored: &Value, request: &ParsedRequest) -> Result<Value, (u16, Value
 }
 
 /// A `Status` failure as the API server writes it.
+/// The name in an answer (a creation's generated one), else the request's.
+fn answer_name(answer: &Value, requested: &str) -> String {
+    answer
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or(requested)
+        .to_string()
+}
+
+/// Where a JSON object belongs, from its `apiVersion`, `kind` (as its plural) and metadata.
+fn place_in(object: &Value) -> Option<Place> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let name = object.pointer("/metadata/name")?.as_str()?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some((
+        api_version.to_string(),
+        plural_of(kind),
+        namespace.to_string(),
+        name.to_string(),
+    ))
+}
+
+/// A kind's plural, as the API names resources (the workload kinds and the kinds around them).
+fn plural_of(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    }
+}
+
 fn failure(code: u16, reason: &str, message: String) -> (u16, Value) {
     (
         code,
@@ -1072,5 +1386,66 @@ mod tests {
             3,
             "the deletion is observed"
         );
+    }
+
+    #[tokio::test]
+    async fn a_simulation_sees_every_change_and_decides_each_writes_fate() {
+        let recorded = RecordedApi::new();
+        recorded.graceful_pod_deletion();
+        recorded.set_time("2030-01-01T00:00:00Z".into());
+        let stored = recorded.put(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "ns"}, "spec": {"x": 1},
+        }));
+        assert_eq!(stored["metadata"]["generation"], 1);
+        assert_eq!(
+            stored["metadata"]["creationTimestamp"],
+            "2030-01-01T00:00:00Z"
+        );
+        let api: Api<Pod> = Api::namespaced(recorded.client(), "ns");
+
+        // A graceful deletion marks the pod (a MODIFIED event); removing it is the DELETED one.
+        api.delete("a", &DeleteParams::default()).await.unwrap();
+        let marked = recorded.object("v1/pods", "ns", "a").unwrap();
+        assert_eq!(
+            marked["metadata"]["deletionTimestamp"],
+            "2030-01-01T00:00:00Z"
+        );
+        recorded.remove("v1/pods", "ns", "a");
+        let log = recorded.watch_log(0);
+        assert_eq!(
+            log.iter()
+                .map(|e| (e.resource.as_str(), e.deleted))
+                .collect::<Vec<_>>(),
+            [("v1/pods", false), ("v1/pods", false), ("v1/pods", true)]
+        );
+        assert_eq!(recorded.watch_log(2).len(), 1);
+
+        // The interceptor sees each write before it is served, and may crash the process after it.
+        recorded.intercept(|request, stored| {
+            assert_eq!(stored.list("v1/pods").count(), 0);
+            match request.verb {
+                Verb::Create => Intercept::CrashAfter,
+                _ => Intercept::Serve,
+            }
+        });
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("b".into());
+        let answer = api.create(&PostParams::default(), &pod).await;
+        assert!(
+            answer.is_err(),
+            "the process crashed before it read the answer"
+        );
+        assert!(
+            recorded.object("v1/pods", "ns", "b").is_some(),
+            "but the write was applied"
+        );
+        assert!(recorded.is_down());
+        assert!(
+            api.get("b").await.is_err(),
+            "a crashed process gets no answers"
+        );
+        recorded.bring_up();
+        assert!(api.get("b").await.is_ok());
     }
 }

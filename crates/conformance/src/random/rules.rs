@@ -26,7 +26,7 @@ pub(crate) const RULES: [Rule; 4] = [
         doc: "docs/deployment.md#deliberate-differences-from-upstream",
         normalisation: "mini-kcm hashes a template differently, and the hash ends the name of a \
             Deployment's ReplicaSet: a ReplicaSet left without its Deployment (deleted with \
-            --cascade=orphan) is compared as `<stem>-<pod-template-hash of IMAGE>`",
+            --cascade=orphan) is compared as `<stem>-<pod-template-hash of IMAGE, revision N>`",
     },
     Rule {
         name: "daemonset-recount-on-node-verdict",
@@ -51,7 +51,12 @@ pub(crate) const RULES: [Rule; 4] = [
             right after creating a ReplicaSet (Progressing NewReplicaSetCreated) can fail on a \
             conflict, and then the condition keeps NewReplicaSetAvailable from the rollout before for \
             as long as replicas equal updatedReplicas; where upstream says NewReplicaSetAvailable in that \
-            state and mini-kcm ReplicaSetUpdated or NewReplicaSetCreated, the reasons count as equal",
+            state and mini-kcm ReplicaSetUpdated or NewReplicaSetCreated, the reasons count as equal; \
+            and once that rollout completes upstream keeps the message of the rollout before (its \
+            SetDeploymentCondition returns early when status and reason are unchanged, \
+            deployment_util.go:130 in v1.37.2), so where upstream's NewReplicaSetAvailable message names \
+            a ReplicaSet that is no longer its new one and mini-kcm's names its new one, the messages \
+            count as equal",
     },
 ];
 
@@ -62,8 +67,16 @@ pub(crate) fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
         .labels
         .as_ref()
         .and_then(|l| l.get("pod-template-hash"));
-    // Without its hash, a name no longer tells a Deployment's ReplicaSets apart: the image does (the
-    // operations change templates only by their image).
+    // Without its hash, a name no longer tells a Deployment's ReplicaSets apart: the image and the
+    // revision do (the operations change templates by their image, or restart them: two ReplicaSets of
+    // one image then differ in their revision, seed 7009).
+    let revision = rs
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("deployment.kubernetes.io/revision"))
+        .map(|r| format!(", revision {r}"))
+        .unwrap_or_default();
     let image = rs
         .spec
         .template
@@ -73,7 +86,7 @@ pub(crate) fn without_template_hash(rs: &ReplicaSet, name: &str) -> String {
         .and_then(|c| c.image.clone())
         .unwrap_or_default();
     match hash.and_then(|h| name.strip_suffix(&format!("-{h}"))) {
-        Some(stem) => format!("{stem}-<pod-template-hash of {image}>"),
+        Some(stem) => format!("{stem}-<pod-template-hash of {image}{revision}>"),
         None => name.to_string(),
     }
 }
@@ -194,6 +207,16 @@ pub(crate) fn forgive_lost_progress_write(mini: &mut Value, upstream: &Value) {
                 forgiven = true;
             }
         }
+        // A completed rollout whose Progressing message upstream kept from the rollout before.
+        let completed_on_both = progressing(view) == Some(("True", "NewReplicaSetAvailable"))
+            && upstream_reason == Some(("True", "NewReplicaSetAvailable"));
+        if completed_on_both
+            && theirs["progressingNamesOld"] == json!(true)
+            && view["progressingNamesOld"] == json!(false)
+        {
+            view["progressingNamesOld"] = json!(true);
+            forgiven = true;
+        }
         // The message goes with the reason: upstream's, for the condition whose reason was forgiven.
         if forgiven {
             let theirs = theirs["messages"]
@@ -305,6 +328,35 @@ mod tests {
     }
 
     #[test]
+    fn a_completed_rollouts_message_kept_from_the_rollout_before_is_forgiven_on_upstream_only() {
+        let view = |names_old: bool, new: &str| {
+            json!({"Deployment web": {
+                "replicas": 2,
+                "status": [2, 2, 2, 2, null, 0],
+                "conditions": [["Available", "True", "MinimumReplicasAvailable"],
+                               ["Progressing", "True", "NewReplicaSetAvailable"]],
+                "messages": [["Progressing", format!("ReplicaSet \"web-<{new}>\" has successfully progressed.")]],
+                "progressingNamesOld": names_old,
+            }})
+        };
+        // Seed 7008: upstream names the ReplicaSet of the rollout before, mini-kcm the new one.
+        let upstream = view(true, "v1");
+        let mut mini = view(false, "v2");
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_eq!(mini, upstream);
+        // mini-kcm naming an old ReplicaSet is never forgiven.
+        let upstream = view(false, "v2");
+        let mut mini = view(true, "v1");
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_ne!(mini, upstream);
+        // Nor is any other message difference of a completed rollout.
+        let upstream = view(false, "v2");
+        let mut mini = view(false, "v3");
+        forgive_lost_progress_write(&mut mini, &upstream);
+        assert_ne!(mini, upstream);
+    }
+
+    #[test]
     fn a_node_class_is_what_the_template_cares_about() {
         let node = |labels: serde_json::Value, taints: serde_json::Value| -> Node {
             serde_json::from_value(json!({
@@ -349,6 +401,13 @@ mod tests {
         let mut rs = ReplicaSet::default();
         rs.metadata.labels =
             Some([("pod-template-hash".to_string(), "6f8b59f68d".to_string())].into());
+        rs.metadata.annotations = Some(
+            [(
+                "deployment.kubernetes.io/revision".to_string(),
+                "2".to_string(),
+            )]
+            .into(),
+        );
         rs.spec = k8s_openapi::api::apps::v1::ReplicaSetSpec {
             template: Some(k8s_openapi::api::core::v1::PodTemplateSpec {
                 spec: Some(k8s_openapi::api::core::v1::PodSpec {
@@ -364,7 +423,7 @@ mod tests {
         };
         assert_eq!(
             without_template_hash(&rs, "web1-6f8b59f68d"),
-            "web1-<pod-template-hash of pause:3.9>"
+            "web1-<pod-template-hash of pause:3.9, revision 2>"
         );
         assert_eq!(without_template_hash(&rs, "rs1"), "rs1");
     }

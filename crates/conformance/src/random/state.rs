@@ -205,6 +205,14 @@ fn conditions(list: Option<Vec<(String, String, Option<String>)>>) -> Value {
 
 fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
     let status = rs.status.clone().unwrap_or_default();
+    // A Deployment's ReplicaSet's generation counts the scaling steps its Deployment took, which follow
+    // when pods became available on each plane (any two planes differ there: seed 7007): only whether
+    // the generation is observed counts. A ReplicaSet of a user's counts the user's changes: exactly.
+    let generation = if !annotation(&rs.metadata, "deployment.kubernetes.io/revision").is_null() {
+        json!(status.observed_generation == rs.metadata.generation)
+    } else {
+        json!([status.observed_generation, rs.metadata.generation])
+    };
     json!({
         "image": image_of(rs.spec.template.as_ref().and_then(|t| t.spec.as_ref())),
         "replicas": rs.spec.replicas,
@@ -213,7 +221,7 @@ fn replica_set_view(rs: &ReplicaSet, pods: &[Pod]) -> Value {
         "maxReplicas": annotation(&rs.metadata, "deployment.kubernetes.io/max-replicas"),
         "status": [status.replicas, status.fully_labeled_replicas, status.ready_replicas,
                    status.available_replicas, status.terminating_replicas],
-        "observedGeneration": [status.observed_generation, rs.metadata.generation],
+        "observedGeneration": generation,
         "conditions": conditions(status.conditions.map(|c| c.into_iter()
             .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
         "owned": pods_of(pods, uid(&rs.metadata)),
@@ -292,6 +300,30 @@ fn condition_messages(d: &Deployment, children: &[&ReplicaSet]) -> Value {
     json!(messages)
 }
 
+/// Whether the Deployment's Progressing message names one of its ReplicaSets other than the one of its
+/// current revision (a message kept from the rollout before; rule "deployment-lost-progress-write").
+fn progressing_names_old(d: &Deployment, children: &[&ReplicaSet]) -> bool {
+    let Some(message) = d
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
+        .and_then(|c| c.message.clone())
+    else {
+        return false;
+    };
+    let revision = annotation(&d.metadata, "deployment.kubernetes.io/revision");
+    children.iter().any(|rs| {
+        rs.metadata
+            .name
+            .as_deref()
+            .is_some_and(|name| message.contains(&format!("\"{name}\"")))
+            && annotation(&rs.metadata, "deployment.kubernetes.io/revision") != revision
+    })
+}
+
 pub(crate) fn normalise(
     deployments: &[Deployment],
     replica_sets: &[ReplicaSet],
@@ -322,6 +354,7 @@ pub(crate) fn normalise(
                 "observedGeneration": [status.observed_generation, d.metadata.generation],
                 "collisionCount": status.collision_count,
                 "messages": condition_messages(d, &owned),
+                "progressingNamesOld": progressing_names_old(d, &owned),
                 "conditions": conditions(status.conditions.map(|c| c.into_iter()
                     .map(|c| (c.type_.unwrap_or_default(), c.status.unwrap_or_default(), c.reason)).collect())),
                 "revision": annotation(&d.metadata, "deployment.kubernetes.io/revision"),

@@ -520,6 +520,19 @@ pub fn new_controller<R: Reconcile>(
     Arc::new(built::<R>(informers, client, options, metrics))
 }
 
+/// The bookkeeping a worker of `core`'s controller needs around each sync.
+fn workers_of<K: Resource>(core: &ControllerCore<K>) -> Workers {
+    Workers {
+        by: core.by,
+        queue: core.queue.clone(),
+        count: core.options.workers,
+        max_retries: core.max_retries,
+        panics: core.metrics.sync_panics.clone(),
+        stats: core.syncs.clone(),
+        decisions: core.options.decisions.clone(),
+    }
+}
+
 pub(super) fn built<R: Reconcile>(
     informers: &SharedInformers,
     client: Client,
@@ -543,15 +556,7 @@ impl<R: Reconcile> Controller for Arc<R> {
                 "starting the {} controller",
                 core.by.kind
             );
-            let workers = Workers {
-                by: core.by,
-                queue: core.queue.clone(),
-                count: core.options.workers,
-                max_retries: core.max_retries,
-                panics: core.metrics.sync_panics.clone(),
-                stats: core.syncs.clone(),
-                decisions: core.options.decisions.clone(),
-            };
+            let workers = workers_of(core);
             let syncing = Arc::clone(&controller);
             let workers = run_workers(workers, move |key: ObjectKey| {
                 let controller = Arc::clone(&syncing);
@@ -567,6 +572,33 @@ impl<R: Reconcile> Controller for Arc<R> {
 
     fn shut_down(&self) {
         self.core().queue.shut_down();
+    }
+
+    #[cfg(feature = "testing")]
+    fn step(&self) -> BoxFuture<'static, Option<ObjectKey>> {
+        let controller = Arc::clone(self);
+        async move {
+            let core = controller.core();
+            if core.queue.is_empty() {
+                return None;
+            }
+            let (key, woken) = core.queue.get_woken().await?;
+            let workers = workers_of(core);
+            let sync = |key: ObjectKey| {
+                let controller = Arc::clone(&controller);
+                async move { sync_key(controller.as_ref(), &key).await }
+            };
+            super::worker::work_on(&workers, key.clone(), woken, &sync).await;
+            Some(key)
+        }
+        .boxed()
+    }
+
+    #[cfg(feature = "testing")]
+    fn queued(&self) -> (usize, Option<std::time::Duration>) {
+        let snapshot = self.core().queue.snapshot(1);
+        let next = snapshot.waiting.first().map(|w| w.ready_in);
+        (snapshot.queued_count, next)
     }
 
     fn inspect(&self) -> ControllerView {

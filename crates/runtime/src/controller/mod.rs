@@ -53,6 +53,17 @@ pub trait Controller: Send + Sync {
     /// Stops handing out keys.
     fn shut_down(&self);
 
+    /// Syncs the next key ready in its queue as one of its workers would (the same bookkeeping around
+    /// the sync), and returns it; `None` when no key is ready. For a simulation that runs controllers
+    /// one sync at a time instead of [`Controller::run`].
+    #[cfg(feature = "testing")]
+    fn step(&self) -> BoxFuture<'static, Option<ObjectKey>>;
+
+    /// How many keys are ready, and how soon the earliest delayed one will be (a simulation advances
+    /// its clock by that much when nothing else is left to do).
+    #[cfg(feature = "testing")]
+    fn queued(&self) -> (usize, Option<std::time::Duration>);
+
     /// Its queue, expectations and sync counts right now (the live view; see `crate::observability::inspect`).
     fn inspect(&self) -> ControllerView;
 }

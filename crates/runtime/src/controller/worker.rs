@@ -26,7 +26,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Once};
 
 use futures::FutureExt;
-use mini_kcm_workqueue::{Wake, WorkQueue};
+use mini_kcm_workqueue::{Wake, Woken, WorkQueue};
 use tracing::Instrument;
 
 use crate::api::api_errors::is_namespace_terminating;
@@ -143,46 +143,7 @@ where
         let sync = sync.clone();
         handles.spawn(async move {
             while let Some((key, woken)) = w.queue.get_woken().await {
-                let controller = w.by.controller;
-                let span = tracing::info_span!("sync", controller, key = %key);
-                // What queued the key since its last sync, and how long it waited, go with its decision.
-                let draft = w.decisions.start(w.by, &key, woken);
-                // Boxed: a sync's future is large (in debug builds especially), and moving it into the
-                // draft's scope and `catch_unwind` by value would copy it through the worker's stack.
-                let run = Box::pin(sync(key.clone()).instrument(span.clone()));
-                let run = async {
-                    match &draft {
-                        Some(draft) => draft.scope(run).await,
-                        None => run.await,
-                    }
-                };
-                // The sync future is dropped right after a panic and nothing it touched is read
-                // afterwards except through locks that tolerate poisoning: unwinding through it is safe.
-                let outcome = match AssertUnwindSafe(run).catch_unwind().await {
-                    Ok(Ok(requeue)) => Outcome::Synced(requeue),
-                    Ok(Err(e)) => Outcome::Failed(e),
-                    Err(payload) => Outcome::Panicked(caught(payload.as_ref())),
-                };
-                let failure = span
-                    .in_scope(|| handle_outcome(&w.queue, &key, outcome, w.max_retries, &w.panics));
-                w.stats
-                    .record(&key, failure.as_ref().map_or(SyncEnd::Done, Failure::end));
-                if let Some(draft) = draft {
-                    // A routine retry is not a decision gone wrong: filed as `retried`, if at all.
-                    let filed = match failure {
-                        None => Filed::Done,
-                        Some(Failure {
-                            message,
-                            routine: Some(reason),
-                        }) => Filed::Retried {
-                            reason,
-                            error: message,
-                        },
-                        Some(Failure { message, .. }) => Filed::Failed { error: message },
-                    };
-                    w.decisions.file(draft, filed);
-                }
-                w.queue.done(&key);
+                work_on(&w, key, woken, &sync).await;
             }
         });
     }
@@ -192,6 +153,57 @@ where
             tracing::error!(controller = workers.by.controller, error = %e, "a worker stopped unexpectedly");
         }
     }
+}
+
+/// One key through a worker: its sync (a panic caught), then [`handle_outcome`], the sync counts and its
+/// decision filed, then `done`. The manager's workers and a simulation stepping one sync at a time
+/// (`Controller::step`) both go through here.
+pub(crate) async fn work_on<F, Fut, E>(w: &Workers, key: ObjectKey, woken: Woken, sync: &F)
+where
+    F: Fn(ObjectKey) -> Fut,
+    Fut: Future<Output = Result<Requeue, E>>,
+    E: SyncFailure,
+{
+    let controller = w.by.controller;
+    let span = tracing::info_span!("sync", controller, key = %key);
+    // What queued the key since its last sync, and how long it waited, go with its decision.
+    let draft = w.decisions.start(w.by, &key, woken);
+    // Boxed: a sync's future is large (in debug builds especially), and moving it into the
+    // draft's scope and `catch_unwind` by value would copy it through the worker's stack.
+    let run = Box::pin(sync(key.clone()).instrument(span.clone()));
+    let run = async {
+        match &draft {
+            Some(draft) => draft.scope(run).await,
+            None => run.await,
+        }
+    };
+    // The sync future is dropped right after a panic and nothing it touched is read
+    // afterwards except through locks that tolerate poisoning: unwinding through it is safe.
+    let outcome = match AssertUnwindSafe(run).catch_unwind().await {
+        Ok(Ok(requeue)) => Outcome::Synced(requeue),
+        Ok(Err(e)) => Outcome::Failed(e),
+        Err(payload) => Outcome::Panicked(caught(payload.as_ref())),
+    };
+    let failure =
+        span.in_scope(|| handle_outcome(&w.queue, &key, outcome, w.max_retries, &w.panics));
+    w.stats
+        .record(&key, failure.as_ref().map_or(SyncEnd::Done, Failure::end));
+    if let Some(draft) = draft {
+        // A routine retry is not a decision gone wrong: filed as `retried`, if at all.
+        let filed = match failure {
+            None => Filed::Done,
+            Some(Failure {
+                message,
+                routine: Some(reason),
+            }) => Filed::Retried {
+                reason,
+                error: message,
+            },
+            Some(Failure { message, .. }) => Filed::Failed { error: message },
+        };
+        w.decisions.file(draft, filed);
+    }
+    w.queue.done(&key);
 }
 
 /// What a failed sync reports beyond the queue: its message, and whether it was a routine retry.

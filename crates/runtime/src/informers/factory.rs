@@ -133,12 +133,31 @@ pub struct SharedInformers {
     views: Arc<Mutex<Vec<InformerViewFn>>>,
     /// Watches of informers created since the last `start`.
     pending: Arc<Mutex<Vec<Pending>>>,
+    /// Per informer (`apiVersion/plural`), how to hand it an event in JSON (`SharedInformers::deliver`).
+    #[cfg(feature = "testing")]
+    deliverers: Arc<Mutex<HashMap<String, Deliverer>>>,
     /// The running watches; aborted when the last handle of this factory is dropped, so a stopped
     /// manager leaves no watch behind.
     running: Arc<Mutex<tokio::task::JoinSet<()>>>,
 }
 
 type InformerViewFn = Box<dyn Fn() -> InformerView + Send + Sync>;
+
+#[cfg(feature = "testing")]
+type Deliverer = Arc<dyn Fn(SimulatedEvent) + Send + Sync>;
+
+/// A watch event in JSON, for a simulation that decides when each informer sees what
+/// ([`SharedInformers::deliver`]).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone)]
+pub enum SimulatedEvent {
+    /// A created or changed object (`ADDED`, `MODIFIED`).
+    Apply(serde_json::Value),
+    /// A deleted object, as it was at its deletion (`DELETED`).
+    Delete(serde_json::Value),
+    /// A full list (the first, or after the watch restarted).
+    List(Vec<serde_json::Value>),
+}
 
 /// An informer not yet running: its watch future and a way to wait for its first list.
 struct Pending {
@@ -163,6 +182,8 @@ impl SharedInformers {
             views: Arc::default(),
             pending: Arc::default(),
             running: Arc::default(),
+            #[cfg(feature = "testing")]
+            deliverers: Arc::default(),
         }
     }
 
@@ -274,6 +295,11 @@ impl SharedInformers {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(Box::new(move || viewed.view(&resource)));
+        #[cfg(feature = "testing")]
+        self.deliverers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone(), deliverer(informer.clone()));
         informers.insert(id, Box::new(informer.clone()));
         let synced = informer.clone();
         self.pending
@@ -285,6 +311,42 @@ impl SharedInformers {
                 synced: Box::pin(async move { synced.wait_for_sync().await }),
             });
         informer
+    }
+
+    /// The resources of every informer created so far, as `apiVersion/plural` (`apps/v1/replicasets`,
+    /// `v1/pods`), sorted.
+    #[cfg(feature = "testing")]
+    pub fn resources(&self) -> Vec<String> {
+        let mut resources: Vec<String> = self
+            .deliverers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        resources.sort();
+        resources
+    }
+
+    /// Hands the informer of `resource` (`apiVersion/plural`) one event as its watch would (cache,
+    /// then handlers), instead of a watch: for a simulation, which never calls [`SharedInformers::start`].
+    /// Returns whether an informer watches that resource. An object that does not decode as the
+    /// informer's kind is dropped, as a watch drops it.
+    #[cfg(feature = "testing")]
+    pub fn deliver(&self, resource: &str, event: SimulatedEvent) -> bool {
+        let deliverer = self
+            .deliverers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(resource)
+            .cloned();
+        match deliverer {
+            Some(deliver) => {
+                deliver(event);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Every informer's cache at a glance, in creation order.
@@ -320,6 +382,24 @@ impl SharedInformers {
         }
         futures::future::join_all(synced).await;
     }
+}
+
+/// How to hand `informer` a [`SimulatedEvent`]: decoded into its kind, then applied as a watch event.
+#[cfg(feature = "testing")]
+fn deliverer<K: Watched>(informer: Informer<K>) -> Deliverer {
+    use kube::runtime::watcher::Event;
+    let decode = |value: serde_json::Value| serde_json::from_value::<K>(value).ok();
+    Arc::new(move |event| {
+        let events = match event {
+            SimulatedEvent::Apply(value) => decode(value).map(Event::Apply).into_iter().collect(),
+            SimulatedEvent::Delete(value) => decode(value).map(Event::Delete).into_iter().collect(),
+            SimulatedEvent::List(values) => std::iter::once(Event::Init)
+                .chain(values.into_iter().filter_map(decode).map(Event::InitApply))
+                .chain(std::iter::once(Event::InitDone))
+                .collect(),
+        };
+        informer.deliver(events);
+    })
 }
 
 /// `min × (1 + unit)` for `unit` in `[0, 1)`; `None` for a zero `min`.

@@ -365,63 +365,91 @@ where
                 }
             };
             match event {
-                Ok(watcher::Event::Init) => relist = Some(HashMap::new()),
-                Ok(watcher::Event::InitApply(object)) => {
-                    // Observed only at `InitDone`, once the cache holds it: a controller must not take
-                    // its own write as visible while the cache still shows the old list.
-                    let key = key_of(&object);
-                    let object = self.unless_cached(&key, object);
-                    relist.get_or_insert_with(HashMap::new).insert(key, object);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let listed = relist.take().unwrap_or_default();
-                    let newest = listed
-                        .values()
-                        .max_by_key(|o| resource_version(o.as_ref()))
-                        .cloned();
-                    let changes = self.replace(listed);
-                    self.inner.lists.fetch_add(1, Ordering::Relaxed);
-                    if let Some(newest) = newest {
-                        self.observe(newest.as_ref());
-                    }
-                    let origin = if self.has_synced() {
-                        Origin::Relist
-                    } else {
-                        Origin::InitialList
-                    };
-                    if !self.has_synced() {
-                        tracing::info!(kind = %self.inner.kind, objects = self.len(),
-                            list_mode = self.inner.list_mode.as_str(),
-                            content_type = self.inner.wire.as_str(), "first list complete");
+                Ok(event) => {
+                    if self.apply(event, &mut relist) == Applied::FirstList {
                         next_resync =
                             period.and_then(|p| tokio::time::Instant::now().checked_add(p));
                     }
-                    self.inner.synced.send_replace(true);
-                    self.notify(&changes, origin);
-                }
-                Ok(watcher::Event::Apply(object)) => {
-                    let object = Arc::new((self.inner.keep)(object));
-                    self.observe(&object);
-                    let key = key_of(object.as_ref());
-                    let change = match self.write(|s| s.upsert(key, object.clone())) {
-                        Some(old) => Change::Updated { old, new: object },
-                        None => Change::Added(object),
-                    };
-                    self.notify(&[change], Origin::Watch);
-                }
-                Ok(watcher::Event::Delete(object)) => {
-                    self.observe(&object);
-                    let key = key_of(&object);
-                    let last = self
-                        .write(|s| s.remove(&key))
-                        .unwrap_or_else(|| Arc::new((self.inner.keep)(object)));
-                    self.notify(&[Change::Deleted(last)], Origin::Watch);
                 }
                 Err(e) => {
                     self.inner.watch_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(kind = %self.inner.kind, error = %e, "watch failed; retrying with backoff");
                 }
             }
+        }
+    }
+
+    /// Applies one event of the watch to the cache and tells the handlers: a list is gathered in
+    /// `relist` until its end, then swapped in whole.
+    fn apply(
+        &self,
+        event: watcher::Event<K>,
+        relist: &mut Option<HashMap<CacheKey, Arc<K>>>,
+    ) -> Applied {
+        match event {
+            watcher::Event::Init => *relist = Some(HashMap::new()),
+            watcher::Event::InitApply(object) => {
+                // Observed only at `InitDone`, once the cache holds it: a controller must not take
+                // its own write as visible while the cache still shows the old list.
+                let key = key_of(&object);
+                let object = self.unless_cached(&key, object);
+                relist.get_or_insert_with(HashMap::new).insert(key, object);
+            }
+            watcher::Event::InitDone => {
+                let listed = relist.take().unwrap_or_default();
+                let newest = listed
+                    .values()
+                    .max_by_key(|o| resource_version(o.as_ref()))
+                    .cloned();
+                let changes = self.replace(listed);
+                self.inner.lists.fetch_add(1, Ordering::Relaxed);
+                if let Some(newest) = newest {
+                    self.observe(newest.as_ref());
+                }
+                let first = !self.has_synced();
+                let origin = if first {
+                    tracing::info!(kind = %self.inner.kind, objects = self.len(),
+                        list_mode = self.inner.list_mode.as_str(),
+                        content_type = self.inner.wire.as_str(), "first list complete");
+                    Origin::InitialList
+                } else {
+                    Origin::Relist
+                };
+                self.inner.synced.send_replace(true);
+                self.notify(&changes, origin);
+                if first {
+                    return Applied::FirstList;
+                }
+            }
+            watcher::Event::Apply(object) => {
+                let object = Arc::new((self.inner.keep)(object));
+                self.observe(&object);
+                let key = key_of(object.as_ref());
+                let change = match self.write(|s| s.upsert(key, object.clone())) {
+                    Some(old) => Change::Updated { old, new: object },
+                    None => Change::Added(object),
+                };
+                self.notify(&[change], Origin::Watch);
+            }
+            watcher::Event::Delete(object) => {
+                self.observe(&object);
+                let key = key_of(&object);
+                let last = self
+                    .write(|s| s.remove(&key))
+                    .unwrap_or_else(|| Arc::new((self.inner.keep)(object)));
+                self.notify(&[Change::Deleted(last)], Origin::Watch);
+            }
+        }
+        Applied::Event
+    }
+
+    /// Applies `events` as if the watch had delivered them, handlers included, for a simulation that
+    /// decides when each event arrives (a list is `Init`, `InitApply`..., `InitDone`).
+    #[cfg(feature = "testing")]
+    pub fn deliver(&self, events: Vec<watcher::Event<K>>) {
+        let mut relist = None;
+        for event in events {
+            self.apply(event, &mut relist);
         }
     }
 
@@ -489,6 +517,15 @@ where
             changes
         })
     }
+}
+
+/// What applying one event did, for the resync clock.
+#[derive(Debug, PartialEq, Eq)]
+enum Applied {
+    /// The first full list is in: the resync clock starts.
+    FirstList,
+    /// Anything else.
+    Event,
 }
 
 /// An object's resourceVersion as a number (the API server's are etcd revisions).

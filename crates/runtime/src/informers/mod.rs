@@ -32,5 +32,7 @@ mod watch_delay;
 
 pub use backoff::{RetryBudget, WatchBackoff, with_watch_backoff};
 pub use content_type::{ContentType, UnknownContentType};
+#[cfg(feature = "testing")]
+pub use factory::SimulatedEvent;
 pub use factory::{SharedInformers, Watched};
 pub use informer::{Change, Indexer, Informer, Origin};
