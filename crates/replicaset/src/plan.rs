@@ -77,10 +77,15 @@ fn pods_to_delete(
     now: Timestamp,
     deletion_cost: bool,
 ) -> Vec<(Arc<CachedPod>, String)> {
+    // By name first: pods the ranking cannot tell apart stay in this order (the sort is stable), so the
+    // choice among them, and the order of the deletions, is the same whatever order the cache lists
+    // them in (upstream's is arbitrary).
+    let mut active: Vec<&Arc<CachedPod>> = active.iter().collect();
+    active.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     if diff >= active.len() {
         return active
-            .iter()
-            .map(|p| (p.clone(), "every pod goes".to_string()))
+            .into_iter()
+            .map(|p| (Arc::clone(p), "every pod goes".to_string()))
             .collect();
     }
     let mut on_node: HashMap<&str, usize> = HashMap::new();
@@ -107,7 +112,7 @@ fn pods_to_delete(
             let pod = active
                 .iter()
                 .find(|p| std::ptr::eq(p.as_ref(), chosen.pod))
-                .cloned()
+                .map(|p| Arc::clone(p))
                 .unwrap_or_else(|| Arc::new(chosen.pod.clone()));
             (pod, why)
         })

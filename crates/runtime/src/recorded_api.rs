@@ -535,7 +535,8 @@ impl RecordedApi {
     }
 
     /// Writes `time` (RFC 3339) wherever the server writes the time (creation and deletion
-    /// timestamps), instead of the wall clock: a simulation's runs then store the same objects.
+    /// timestamps), instead of the wall clock, so the times the server writes are the same in every
+    /// run of a simulation (the controllers' own, in conditions, are still the wall clock's).
     pub fn set_time(&self, time: String) {
         self.lock().time = Some(time);
     }
@@ -688,8 +689,14 @@ impl RecordedApi {
                 refused(&Reaction::Unavailable)
             }
             (None, Intercept::Serve | Intercept::ServeThenFail(_) | Intercept::CrashAfter) => {
+                let version_before = state.last_resource_version;
                 let answer = serve(&mut state, &request);
-                if request.verb.is_write() && answer.0 < 300 && request.plural != "events" {
+                // A write that changed nothing (deleting a pod already being deleted) sends no event.
+                if request.verb.is_write()
+                    && answer.0 < 300
+                    && request.plural != "events"
+                    && state.last_resource_version > version_before
+                {
                     let deleted = request.verb == Verb::Delete
                         && !state
                             .objects
@@ -1072,7 +1079,6 @@ fn patched(stored: &Value, request: &ParsedRequest) -> Result<Value, (u16, Value
     Ok(result)
 }
 
-/// A `Status` failure as the API server writes it.
 /// The name in an answer (a creation's generated one), else the request's.
 fn answer_name(answer: &Value, requested: &str) -> String {
     answer
@@ -1109,6 +1115,7 @@ fn plural_of(kind: &str) -> String {
     }
 }
 
+/// A `Status` failure as the API server writes it.
 fn failure(code: u16, reason: &str, message: String) -> (u16, Value) {
     (
         code,

@@ -4,9 +4,13 @@
 //! fault touches it.
 //!
 //! The cluster acts in steps the run chooses (`crate::run`): one step does everything pending at once,
-//! in a fixed order — pods whose grace period is over leave, dependents of vanished owners are
-//! collected, unbound pods are bound, bound pods start and become Ready. Pods are Ready as soon as they
-//! run (no probes) and leave one cluster step after their deletion.
+//! in a fixed order — terminating pods leave (their grace period is not waited for), dependents of
+//! vanished owners are collected, unbound pods are bound, bound pods start and become Ready. Pods are
+//! Ready as soon as they run (no probes) and leave one cluster step after their deletion.
+//!
+//! The cluster's clock starts in 2020, in the past of the controllers' own clock (they read the wall
+//! clock): every pod has been Ready for years when a controller looks, so `minReadySeconds` and
+//! progress deadlines are not exercised here (the e2e tests on the real plane cover them).
 
 use mini_kcm_runtime::recorded_api::RecordedApi;
 use serde_json::{Value, json};
@@ -88,12 +92,12 @@ impl Cluster {
             self.seconds % 60,
         );
         let day = 1 + h / 24;
-        format!("2030-01-{day:02}T{:02}:{m:02}:{s:02}Z", h % 24)
+        format!("2020-01-{day:02}T{:02}:{m:02}:{s:02}Z", h % 24)
     }
 
-    /// Moves the clock on (the run does it when nothing is left to do but wait).
-    pub fn advance(&mut self, seconds: u64) {
-        self.seconds = self.seconds.saturating_add(seconds);
+    /// Sets the clock to `elapsed` since the simulation began (the run's simulated time).
+    pub fn set_clock(&mut self, elapsed: std::time::Duration) {
+        self.seconds = elapsed.as_secs();
         self.api.set_time(self.now());
     }
 

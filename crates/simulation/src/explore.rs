@@ -97,6 +97,16 @@ pub fn explore(
             trace: baseline.trace.clone(),
         });
     }
+    // A failing baseline fails every schedule: it is the one finding.
+    if !found.is_empty() {
+        return Exploration {
+            scenario: scenario.name,
+            baseline,
+            schedules,
+            found,
+            elapsed: started.elapsed(),
+        };
+    }
     let singles = single_faults(&baseline);
     let mut tried: Vec<Schedule> = singles
         .iter()

@@ -4,16 +4,16 @@
 //! | --- | --- | --- |
 //! | `no-duplicate-pods` | each pod creation | a ReplicaSet's creation never finds the API already holding as many live pods as the larger of its cached and current `spec.replicas` (plus creations that timed out but persisted) |
 //! | `no-excess-deletions` | each pod deletion | a ReplicaSet never deletes a live pod when the API holds no more than the smaller of its cached and current `spec.replicas` |
-//! | `adopt-only-live-owners` | each adoption | a new controller reference names an owner that exists with that UID and is not being deleted |
+//! | `adopt-only-live-owners` | each adoption of a pod or ReplicaSet (a patch) | a new controller reference names an owner that exists with that UID and is not being deleted (a DaemonSet's adoption of ControllerRevisions is not checked) |
 //! | `read-your-own-writes` | each update | a controller never updates an object from a version older than its own last write of it (mini-kcm's Deployment controller has the guard too, upstream's not) |
 //! | `slow-start` | each sync | a sync refused by a quota sends at most one more refused creation than it had successes (batches of 1, 2, 4, ...) |
 //! | `surge-bound` | each step | once a Deployment's generation is observed, its ReplicaSets' `spec.replicas` add up to at most `replicas + maxSurge` (Recreate: `replicas`), as upstream counts |
-//! | `unavailability-bound` | each step | once a rolling Deployment has `replicas - maxUnavailable` available pods, it keeps them until a user changes it or its pods |
-//! | `daemon-pods-per-node` | each step | at most one live pod per DaemonSet and node (two while surging), plus creations that timed out but persisted |
+//! | `unavailability-bound` | each step | once a rolling Deployment has `replicas - maxUnavailable` available pods, it keeps them until a user acts (on anything) |
+//! | `daemon-pods-per-node` | each step | at most one live pod per DaemonSet and node; two only while surging (an old and a new revision), plus creations that timed out but were applied |
 //! | `one-controller` | each step | no pod or ReplicaSet has two controller references |
 //! | `observed-generation-monotonic` | each step | no workload's `status.observedGeneration` goes back |
 //! | `steady-state` | at rest | the state the controllers must reach once faults stop (see [`steady_state`]) |
-//! | `converges` | at the end | the run comes to rest within its bounds of steps and simulated time |
+//! | `converges` | at the end | the run comes to rest within its bounds of steps and simulated time, and every object decodes as its informer's kind |
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,7 +45,7 @@ impl std::fmt::Display for Violation {
 /// What the run knows while it runs, shared with the API's interceptor: the faults still to inject at
 /// writes, and the history some invariants need.
 #[derive(Default)]
-pub struct Monitor {
+pub(crate) struct Monitor {
     /// The run's current step.
     pub step: usize,
     /// Writes the controllers have sent so far (events excluded).
@@ -105,7 +105,6 @@ impl Monitor {
             .find(|f| f.write() == Some(index))
             .cloned();
         let decision = match fault {
-            _ if self.quota && creation => Intercept::Refuse(Reaction::QuotaExceeded),
             Some(Fault::CrashBefore { .. }) => Intercept::CrashBefore,
             Some(Fault::CrashAfter { .. }) => Intercept::CrashAfter,
             Some(Fault::Fail { how, .. }) => match how {
@@ -130,6 +129,7 @@ impl Monitor {
                 }
                 Failure::Quota => Intercept::Serve,
             },
+            _ if self.quota && creation => Intercept::Refuse(Reaction::QuotaExceeded),
             _ => Intercept::Serve,
         };
         if creation {
@@ -194,6 +194,8 @@ impl Monitor {
         self.own_writes.clear();
         self.cached_replicas.clear();
         self.quota = false;
+        // It lists everything, the pods of writes whose answers were lost included.
+        self.persisted_failures.clear();
     }
 
     /// Records what the process's caches were just given.
@@ -252,7 +254,9 @@ impl Monitor {
                     .get(&owner.uid)
                     .copied()
                     .unwrap_or(0);
-                if request.verb == Verb::Create && live >= current.max(cached) + tolerance {
+                if request.verb == Verb::Create
+                    && live >= current.max(cached).saturating_add(tolerance)
+                {
                     let detail = format!(
                         "ReplicaSet {} creates a pod with {live} live (spec.replicas {current}, cached {cached})",
                         owner.name
@@ -261,7 +265,7 @@ impl Monitor {
                 }
                 if request.verb == Verb::Delete
                     && !is_terminating(&pod)
-                    && live <= current.min(cached) - tolerance
+                    && live <= current.min(cached).saturating_sub(tolerance)
                 {
                     let detail = format!(
                         "ReplicaSet {} deletes pod {} with {live} live (spec.replicas {current}, cached {cached})",
@@ -364,25 +368,33 @@ impl Monitor {
             self.check_deployment(&deployment, &replica_sets, &pods, user_changed);
         }
         for daemon_set in api.objects(DAEMON_SETS) {
-            let surge = rolling_number(&daemon_set, "maxSurge", 1, 0, true);
+            let surges = rolling_number(&daemon_set, "maxSurge", 1, 0, true) > 0;
             let uid = objects::uid(&daemon_set);
-            let mut per_node: BTreeMap<String, i64> = BTreeMap::new();
+            // Per node, the live pods' revisions (`controller-revision-hash`).
+            let mut per_node: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for pod in pods.iter().filter(|p| !is_terminating(p)) {
                 if objects::controller_of(pod).is_some_and(|o| o.uid == uid)
                     && let Some(node) = objects::pod_node(pod)
                 {
-                    *per_node.entry(node).or_default() += 1;
+                    let revision = objects::labels(pod)
+                        .get("controller-revision-hash")
+                        .cloned()
+                        .unwrap_or_default();
+                    per_node.entry(node).or_default().push(revision);
                 }
             }
             // A creation that timed out although applied is retried once the cache lags (its
             // expectation was lowered on the error: upstream's daemon_controller.go:1102-1104), so it
             // may leave one pod too many until the next sync removes it.
             let tolerance = self.persisted_failures.get(uid).copied().unwrap_or(0);
-            let limit = if surge > 0 { 2 } else { 1 } + tolerance;
-            for (node, count) in per_node {
-                if count > limit {
+            for (node, revisions) in per_node {
+                let distinct: BTreeSet<&String> = revisions.iter().collect();
+                // Two pods on a node only while surging: an old one and its replacement.
+                let limit = if surges && distinct.len() > 1 { 2 } else { 1 };
+                let count = i64::try_from(revisions.len()).unwrap_or(i64::MAX);
+                if count > limit + tolerance {
                     let detail = format!(
-                        "DaemonSet {} has {count} live pods on {node}",
+                        "DaemonSet {} has {count} live pods on {node} (revisions {revisions:?})",
                         objects::name(&daemon_set)
                     );
                     self.violate("daemon-pods-per-node", detail);
@@ -415,7 +427,9 @@ impl Monitor {
         } else {
             rolling_number(deployment, "maxSurge", replicas, 25, true)
         };
-        let sum: i64 = owned.iter().map(|rs| objects::spec_replicas(rs)).sum();
+        let sum = owned.iter().fold(0i64, |sum, rs| {
+            sum.saturating_add(objects::spec_replicas(rs))
+        });
         if observed && !paused && sum > replicas.saturating_add(surge) {
             let detail = format!(
                 "Deployment {}: its ReplicaSets want {sum} pods, replicas {replicas} + maxSurge {surge}",

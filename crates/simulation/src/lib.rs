@@ -7,7 +7,7 @@
 //! surroundings are simulated:
 //! - [`cluster`]: the API server's state (the runtime's recorded API, serving the controllers'
 //!   requests) and the scheduler, kubelets, garbage collector and users acting on it;
-//! - [`process`]: one mini-kcm process on shared informers whose watch events the run delivers, and
+//! - `process`: one mini-kcm process on shared informers whose watch events the run delivers, and
 //!   which a crash replaces by a fresh one;
 //! - [`schedule`]: the faults of one run, counted in the run's own writes and syncs;
 //! - [`run`]: one scenario under one schedule, on one thread with simulated time: the same inputs
@@ -23,8 +23,8 @@
 pub mod cluster;
 pub mod explore;
 pub mod invariants;
-pub mod objects;
-pub mod process;
+mod objects;
+mod process;
 pub mod run;
 pub mod scenarios;
 pub mod schedule;

@@ -4,7 +4,8 @@
 //! Each step is one of, in this order of preference: a user operation whose time has come (one timed
 //! to happen mid-rollout); one sync of a controller with a key ready (round robin over the three);
 //! one step of the rest of the cluster (`crate::cluster`); the next user operation, once all is at
-//! rest; moving the clock to the next delayed key. Before each step the process's informers are given
+//! rest; moving the clock to the next delayed key (also once all else is at rest: a retry still acts).
+//! Before each step the process's informers are given
 //! the API's new events (less those a `Stale` fault holds back for this sync). After each step the
 //! state's invariants are checked (`crate::invariants`); the run ends at rest, where the steady state
 //! must hold, or at its bounds, which is a failure to converge.
@@ -43,6 +44,9 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Each step, for people reading a failing schedule.
     pub trace: Vec<String>,
+    /// Every change the API made, as `resource namespace/name resourceVersion` (`deleted` after a
+    /// deletion): two runs of one schedule must make the same.
+    pub changes: Vec<String>,
 }
 
 /// Runs `scenario` under `schedule` with `safeties`.
@@ -94,6 +98,9 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
     let mut since_operation = 0;
     let mut waited = Duration::ZERO;
     let mut at_rest = false;
+    // The events of each resource the caches were given since the last sync (what the next sync's
+    // caches may lag by).
+    let mut given: BTreeMap<String, usize> = BTreeMap::new();
     while report.steps < MAX_STEPS {
         lock(&monitor).step = report.steps;
         let sync = report.syncs.len();
@@ -111,12 +118,14 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
                 _ => {}
             }
         }
-        let delivered = process.deliver(&cluster.api, &held);
-        record(&monitor, &delivered);
+        let mut delivered = process.deliver(&cluster.api, &held);
         if !held.is_empty() && !process.has_work() {
             // Nothing to sync on the lagging cache: the held events come now.
-            let rest = process.deliver(&cluster.api, &BTreeMap::new());
-            record(&monitor, &rest);
+            delivered.extend(process.deliver(&cluster.api, &BTreeMap::new()));
+        }
+        record(&monitor, &delivered);
+        for event in &delivered {
+            *given.entry(event.resource.clone()).or_default() += 1;
         }
         let mut user_changed = false;
         let timed = operations
@@ -130,11 +139,7 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
                 user_changed = true;
             }
         } else if process.next_to_sync().is_some() {
-            let mut given: BTreeMap<String, usize> = BTreeMap::new();
-            for event in &delivered {
-                *given.entry(event.resource.clone()).or_default() += 1;
-            }
-            report.syncs.push(given);
+            report.syncs.push(std::mem::take(&mut given));
             let (index, controller) = process.next_to_sync().unwrap_or((0, "none"));
             let log_before = cluster.api.watch_log_len();
             lock(&monitor).syncing = controller;
@@ -142,7 +147,17 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
             settle().await;
             let written = cluster.api.watch_log(log_before);
             lock(&monitor).end_sync(&synced, &written);
-            report.trace.push(format!("sync {sync}: {synced}"));
+            let wrote: Vec<String> = written
+                .iter()
+                .map(|e| {
+                    let kind = e.resource.rsplit('/').next().unwrap_or_default();
+                    let what = if e.deleted { "gone" } else { "written" };
+                    format!("{kind} {} {what}", crate::objects::name(&e.object))
+                })
+                .collect();
+            report
+                .trace
+                .push(format!("sync {sync}: {synced} ({})", wrote.join(", ")));
             if cluster.api.is_down() {
                 report.trace.push("crash: a new process starts".to_string());
                 cluster.api.bring_up();
@@ -167,17 +182,20 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
             report.trace.push(format!("user: {:?}", operation.action));
             since_operation = 0;
             user_changed = true;
-        } else if steady_state(&cluster.api).is_empty() {
-            at_rest = true;
-            break;
         } else if let Some(delay) = process.next_delayed().filter(|_| waited < MAX_WAIT) {
+            // Delayed keys run before rest is declared: a retry after a failed write still acts.
             let delay = delay.max(Duration::from_millis(1));
             tokio::time::advance(delay).await;
-            cluster.advance(delay.as_secs().max(1));
             waited += delay;
+            cluster.set_clock(waited);
             settle().await;
-            report.trace.push(format!("wait {delay:?}"));
+            // Not how long: the controllers compute some delays from the wall clock (a progress
+            // deadline's requeue), which differs between runs by the time a run takes.
+            report
+                .trace
+                .push("wait for the next delayed key".to_string());
         } else {
+            at_rest = steady_state(&cluster.api).is_empty();
             break;
         }
         report.steps += 1;
@@ -186,23 +204,51 @@ async fn run_on(scenario: &Scenario, schedule: &[Fault], safeties: &Safeties) ->
     }
     let mut monitor = lock(&monitor);
     if !at_rest {
-        let problems = steady_state(&cluster.api);
-        let detail = if report.steps >= MAX_STEPS {
-            format!("no rest after {MAX_STEPS} steps: {}", problems.join("; "))
+        let problems = steady_state(&cluster.api).join("; ");
+        let (invariant, detail) = if report.steps >= MAX_STEPS {
+            (
+                "converges",
+                format!("no rest after {MAX_STEPS} steps: {problems}"),
+            )
+        } else if waited >= MAX_WAIT {
+            (
+                "converges",
+                format!("no rest after {MAX_WAIT:?} of simulated time: {problems}"),
+            )
         } else {
-            format!("at rest, but: {}", problems.join("; "))
+            ("steady-state", format!("at rest, but: {problems}"))
         };
-        monitor.step = report.steps;
         monitor.violations.push(Violation {
-            invariant: if report.steps >= MAX_STEPS {
-                "converges"
-            } else {
-                "steady-state"
-            },
+            invariant,
             step: report.steps,
             detail,
         });
     }
+    if process.undecodable > 0 {
+        monitor.violations.push(Violation {
+            invariant: "converges",
+            step: report.steps,
+            detail: format!(
+                "{} objects did not decode as their informer's kind (the simulation's mistake)",
+                process.undecodable
+            ),
+        });
+    }
+    report.changes = cluster
+        .api
+        .watch_log(0)
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}/{} {}{}",
+                e.resource,
+                crate::objects::namespace(&e.object),
+                crate::objects::name(&e.object),
+                crate::objects::resource_version(&e.object),
+                if e.deleted { " deleted" } else { "" }
+            )
+        })
+        .collect();
     report.writes = std::mem::take(&mut monitor.write_log);
     report.violations = std::mem::take(&mut monitor.violations);
     report

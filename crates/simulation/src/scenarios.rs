@@ -162,10 +162,14 @@ pub fn all() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "replicaset-scale",
-            about: "a ReplicaSet created with 5 replicas (slow start), scaled to 2 (deletion ranking), then to 4",
+            about: "a ReplicaSet created with 5 replicas (slow start), scaled to 2 (deletion ranking), one pod evicted, then scaled to 4",
             objects: [nodes(2), vec![replica_set("web", 5)]].concat(),
             operations: vec![
                 at_rest(scale(REPLICA_SETS, "web", 2)),
+                at_rest(Action::DeletePod {
+                    label: ("app", "web"),
+                    n: 0,
+                }),
                 at_rest(scale(REPLICA_SETS, "web", 4)),
             ],
         },

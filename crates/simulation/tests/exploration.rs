@@ -53,8 +53,7 @@ fn every_scenario_reaches_its_steady_state_without_faults() {
 
 #[test]
 fn the_same_schedule_makes_the_same_run() {
-    let scenario = scenario("deployment-proportional");
-    let schedule = vec![
+    let proportional = vec![
         Fault::Stale {
             sync: 10,
             resource: "v1/pods".into(),
@@ -66,11 +65,41 @@ fn the_same_schedule_makes_the_same_run() {
             how: Failure::TimeoutPersisted,
         },
     ];
-    for schedule in [vec![], schedule] {
+    // A restart and a relist hand every object over at once: the order the controllers then see them
+    // in must not vary.
+    let relisted = vec![
+        Fault::Relist {
+            sync: 3,
+            resource: "v1/pods".into(),
+        },
+        Fault::CrashBefore { write: 8 },
+    ];
+    for (name, schedule) in [
+        ("deployment-proportional", vec![]),
+        ("deployment-proportional", proportional),
+        ("daemonset-nodes", relisted.clone()),
+        ("adoption", relisted),
+    ] {
+        let scenario = scenario(name);
         let first = run(&scenario, &schedule, &Safeties::all_on());
         let second = run(&scenario, &schedule, &Safeties::all_on());
-        assert_eq!(first.trace, second.trace, "{}", describe(&schedule));
-        assert_eq!(first.writes, second.writes, "{}", describe(&schedule));
+        assert!(
+            first.restarts > 0 || schedule.is_empty(),
+            "{name}: no crash"
+        );
+        assert_eq!(first.trace, second.trace, "{name}: {}", describe(&schedule));
+        assert_eq!(
+            first.writes,
+            second.writes,
+            "{name}: {}",
+            describe(&schedule)
+        );
+        assert_eq!(
+            first.changes,
+            second.changes,
+            "{name}: {}",
+            describe(&schedule)
+        );
         assert_eq!(first.syncs, second.syncs);
     }
 }

@@ -51,7 +51,7 @@ pub(crate) async fn snapshot(
         .await?
         .items;
     let nodes = nodes(client).await?;
-    let broken = broken_invariants(&deployments, &replica_sets, &pods);
+    let broken = broken_invariants(&deployments, &replica_sets, &daemon_sets, &pods);
     let state = normalise(
         &deployments,
         &replica_sets,
@@ -67,13 +67,55 @@ pub(crate) async fn snapshot(
 /// - a Deployment whose controller has observed its generation has at most `spec.replicas + maxSurge`
 ///   replicas in its ReplicaSets' specs (Recreate: `spec.replicas`); the bound is upstream's, on the
 ///   ReplicaSets, since terminating pods may outlast it;
+/// - a DaemonSet has at most one live pod per node, two where it may surge (`maxSurge` > 0); pods a user
+///   relabelled (and may have relabelled back, to be adopted beside the replacement) are not counted;
 /// - no pod has two controllers.
 pub(crate) fn broken_invariants(
     deployments: &[Deployment],
     replica_sets: &[ReplicaSet],
+    daemon_sets: &[DaemonSet],
     pods: &[Pod],
 ) -> Vec<String> {
     let mut broken = Vec::new();
+    for ds in daemon_sets {
+        let surges = ds
+            .spec
+            .update_strategy
+            .as_ref()
+            .filter(|u| u.type_.as_deref() != Some("OnDelete"))
+            .and_then(|u| u.rolling_update.as_ref())
+            .and_then(|r| r.max_surge.as_ref())
+            .is_some_and(|surge| match surge {
+                IntOrString::Int(n) => *n > 0,
+                IntOrString::String(s) => s != "0%" && s != "0",
+            });
+        let limit = if surges { 2 } else { 1 };
+        let mut per_node: BTreeMap<&str, usize> = BTreeMap::new();
+        for pod in pods {
+            let relabelled = pod
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(RELABELLED));
+            if pod.metadata.deletion_timestamp.is_some()
+                || relabelled
+                || controller_uid(&pod.metadata) != Some(uid(&ds.metadata))
+            {
+                continue;
+            }
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                *per_node.entry(node).or_default() += 1;
+            }
+        }
+        for (node, count) in per_node {
+            if count > limit {
+                broken.push(format!(
+                    "DaemonSet {}: {count} live pods on node {node}, at most {limit}",
+                    ds.metadata.name.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+    }
     for d in deployments {
         let spec = &d.spec;
         let observed = d.status.as_ref().and_then(|s| s.observed_generation);
@@ -756,6 +798,7 @@ apiserver_request_total_other{group="apps",verb="PUT"} 5
             broken_invariants(
                 std::slice::from_ref(&deployment),
                 &[rs("a", 3), rs("b", 2)],
+                &[],
                 &[]
             )
             .is_empty()
@@ -764,18 +807,44 @@ apiserver_request_total_other{group="apps",verb="PUT"} 5
             std::slice::from_ref(&deployment),
             &[rs("a", 3), rs("b", 3)],
             &[],
+            &[],
         );
         assert_eq!(broken.len(), 1, "{broken:?}");
         // Not judged before the controller observed the generation (a scale it has not acted on yet).
         let mut unobserved = deployment;
         unobserved.metadata.generation = Some(3);
-        assert!(broken_invariants(&[unobserved], &[rs("a", 3), rs("b", 3)], &[]).is_empty());
+        assert!(broken_invariants(&[unobserved], &[rs("a", 3), rs("b", 3)], &[], &[]).is_empty());
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "ownerReferences": [
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "a", "uid": "1", "controller": true},
             {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "b", "uid": "2", "controller": true},
         ]}}))
         .unwrap();
-        assert_eq!(broken_invariants(&[], &[], &[pod]).len(), 1);
+        assert_eq!(broken_invariants(&[], &[], &[], &[pod]).len(), 1);
+        // Daemon pods per node: two on one node only while the DaemonSet may surge; a relabelled pod
+        // (adopted back beside its replacement) is not counted.
+        let ds = |surge: i32| -> DaemonSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": "agent", "uid": "ds1"},
+                "spec": {"selector": {}, "template": {},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge}}},
+            }))
+            .unwrap()
+        };
+        let daemon_pod = |name: &str, labels: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels,
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                    "uid": "ds1", "controller": true}]},
+                "spec": {"nodeName": "n1", "containers": []}}))
+            .unwrap()
+        };
+        let two = [daemon_pod("a", json!({})), daemon_pod("b", json!({}))];
+        assert_eq!(broken_invariants(&[], &[], &[ds(0)], &two).len(), 1);
+        assert!(broken_invariants(&[], &[], &[ds(1)], &two).is_empty());
+        let adopted_back = [
+            daemon_pod("a", json!({})),
+            daemon_pod("b", json!({RELABELLED: "yes"})),
+        ];
+        assert!(broken_invariants(&[], &[], &[ds(0)], &adopted_back).is_empty());
         assert_eq!(scaled_up(&IntOrString::String("30%".into()), 5), 2);
         assert_eq!(scaled_up(&IntOrString::Int(2), 5), 2);
     }

@@ -73,7 +73,11 @@ impl DaemonSetController {
             return Ok(Requeue::Never);
         }
 
-        let nodes = self.nodes.list();
+        // In name order, whatever order the cache lists them in: the pods a sync creates, and which
+        // nodes a rolling update picks first, are then the same for the same state (upstream's are
+        // in Go map order).
+        let mut nodes = self.nodes.list();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let placement = self.placements.get(&ds);
         let owner = OwnerInfo::of(ds.as_ref(), &self.core.resource);
         let ds_api = self.core.own_api(key);

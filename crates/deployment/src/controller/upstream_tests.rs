@@ -303,12 +303,13 @@ async fn a_matching_orphan_is_adopted_and_a_mismatching_replica_set_released() {
 
     f.run("foo", "the sync succeeds").await;
     let calls = f.calls();
+    // The claim's writes go in name order (the fresh read of the owner before the first adoption).
     assert_eq!(
         calls[..3],
         [
-            "patch replicasets rs-release",
             "get deployments foo",
-            "patch replicasets rs-adopt"
+            "patch replicasets rs-adopt",
+            "patch replicasets rs-release"
         ],
         "{calls:?}"
     );

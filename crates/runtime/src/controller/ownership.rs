@@ -199,13 +199,22 @@ where
     let mut adoption_checked = false;
     let mut adoption_refused = false;
     let mut can_adopt = Some(can_adopt);
+    // Most children are kept, pass after pass; the few that need a write are written in name order, so
+    // the writes of a pass are the same whatever order the cache lists the candidates in.
+    let mut to_write = Vec::new();
     for child in candidates {
-        let meta = child.meta();
-        // Owned name only for the rare writes: most children are kept, pass after pass.
-        let name = || meta.name.clone().unwrap_or_default();
-        match claim_action(owner, meta, matches(&child)) {
+        match claim_action(owner, child.meta(), matches(&child)) {
             ClaimAction::Keep => outcome.claimed.push(child),
             ClaimAction::Ignore => {}
+            action => to_write.push((action, child)),
+        }
+    }
+    to_write.sort_by(|(_, a), (_, b)| a.meta().name.cmp(&b.meta().name));
+    for (action, child) in to_write {
+        let meta = child.meta();
+        let name = || meta.name.clone().unwrap_or_default();
+        match action {
+            ClaimAction::Keep | ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
                 let name = name();
                 if !adoption_checked {

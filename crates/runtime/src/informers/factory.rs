@@ -143,8 +143,9 @@ pub struct SharedInformers {
 
 type InformerViewFn = Box<dyn Fn() -> InformerView + Send + Sync>;
 
+/// Hands an informer one event; returns how many of its objects did not decode as the informer's kind.
 #[cfg(feature = "testing")]
-type Deliverer = Arc<dyn Fn(SimulatedEvent) + Send + Sync>;
+type Deliverer = Arc<dyn Fn(SimulatedEvent) -> usize + Send + Sync>;
 
 /// A watch event in JSON, for a simulation that decides when each informer sees what
 /// ([`SharedInformers::deliver`]).
@@ -330,23 +331,18 @@ impl SharedInformers {
 
     /// Hands the informer of `resource` (`apiVersion/plural`) one event as its watch would (cache,
     /// then handlers), instead of a watch: for a simulation, which never calls [`SharedInformers::start`].
-    /// Returns whether an informer watches that resource. An object that does not decode as the
-    /// informer's kind is dropped, as a watch drops it.
+    /// Returns `None` when no informer watches that resource, else how many of the event's objects
+    /// did not decode as the informer's kind (dropped, as a watch drops them: a simulation's own
+    /// mistake, which it should report).
     #[cfg(feature = "testing")]
-    pub fn deliver(&self, resource: &str, event: SimulatedEvent) -> bool {
+    pub fn deliver(&self, resource: &str, event: SimulatedEvent) -> Option<usize> {
         let deliverer = self
             .deliverers
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(resource)
             .cloned();
-        match deliverer {
-            Some(deliver) => {
-                deliver(event);
-                true
-            }
-            None => false,
-        }
+        deliverer.map(|deliver| deliver(event))
     }
 
     /// Every informer's cache at a glance, in creation order.
@@ -388,9 +384,16 @@ impl SharedInformers {
 #[cfg(feature = "testing")]
 fn deliverer<K: Watched>(informer: Informer<K>) -> Deliverer {
     use kube::runtime::watcher::Event;
-    let decode = |value: serde_json::Value| serde_json::from_value::<K>(value).ok();
     Arc::new(move |event| {
-        let events = match event {
+        let failed = std::cell::Cell::new(0);
+        let decode = |value: serde_json::Value| {
+            let decoded = serde_json::from_value::<K>(value).ok();
+            if decoded.is_none() {
+                failed.set(failed.get() + 1);
+            }
+            decoded
+        };
+        let events: Vec<Event<K>> = match event {
             SimulatedEvent::Apply(value) => decode(value).map(Event::Apply).into_iter().collect(),
             SimulatedEvent::Delete(value) => decode(value).map(Event::Delete).into_iter().collect(),
             SimulatedEvent::List(values) => std::iter::once(Event::Init)
@@ -399,6 +402,7 @@ fn deliverer<K: Watched>(informer: Informer<K>) -> Deliverer {
                 .collect(),
         };
         informer.deliver(events);
+        failed.get()
     })
 }
 
