@@ -35,6 +35,14 @@ pub struct Process {
     pub undecodable: usize,
 }
 
+impl Drop for Process {
+    /// The controllers' handlers hold the controllers, which hold the informers: a process ends by
+    /// breaking that circle (a crashed or finished one would stay in memory).
+    fn drop(&mut self) {
+        self.informers.clear_handlers();
+    }
+}
+
 impl Process {
     /// Starts a process on `api` with `safeties`, its informers given their first list.
     pub fn start(api: &RecordedApi, safeties: &Safeties) -> (Self, Vec<WatchEvent>) {

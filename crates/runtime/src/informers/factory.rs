@@ -136,6 +136,9 @@ pub struct SharedInformers {
     /// Per informer (`apiVersion/plural`), how to hand it an event in JSON (`SharedInformers::deliver`).
     #[cfg(feature = "testing")]
     deliverers: Arc<Mutex<HashMap<String, Deliverer>>>,
+    /// Per informer, how to forget its handlers (`SharedInformers::clear_handlers`).
+    #[cfg(feature = "testing")]
+    clearers: Arc<Mutex<Vec<HandlerClearer>>>,
     /// The running watches; aborted when the last handle of this factory is dropped, so a stopped
     /// manager leaves no watch behind.
     running: Arc<Mutex<tokio::task::JoinSet<()>>>,
@@ -146,6 +149,10 @@ type InformerViewFn = Box<dyn Fn() -> InformerView + Send + Sync>;
 /// Hands an informer one event; returns how many of its objects did not decode as the informer's kind.
 #[cfg(feature = "testing")]
 type Deliverer = Arc<dyn Fn(SimulatedEvent) -> usize + Send + Sync>;
+
+/// Forgets an informer's handlers (`SharedInformers::clear_handlers`).
+#[cfg(feature = "testing")]
+type HandlerClearer = Box<dyn Fn() + Send + Sync>;
 
 /// A watch event in JSON, for a simulation that decides when each informer sees what
 /// ([`SharedInformers::deliver`]).
@@ -185,6 +192,8 @@ impl SharedInformers {
             running: Arc::default(),
             #[cfg(feature = "testing")]
             deliverers: Arc::default(),
+            #[cfg(feature = "testing")]
+            clearers: Arc::default(),
         }
     }
 
@@ -301,6 +310,14 @@ impl SharedInformers {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(id.clone(), deliverer(informer.clone()));
+        #[cfg(feature = "testing")]
+        {
+            let cleared = informer.clone();
+            self.clearers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(Box::new(move || cleared.clear_handlers()));
+        }
         informers.insert(id, Box::new(informer.clone()));
         let synced = informer.clone();
         self.pending
@@ -343,6 +360,20 @@ impl SharedInformers {
             .get(resource)
             .cloned();
         deliverer.map(|deliver| deliver(event))
+    }
+
+    /// Forgets every informer's handlers, for a simulation done with this process's controllers (their
+    /// handlers hold them, and they hold the informers: without this, neither is ever freed).
+    #[cfg(feature = "testing")]
+    pub fn clear_handlers(&self) {
+        for clear in self
+            .clearers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            clear();
+        }
     }
 
     /// Every informer's cache at a glance, in creation order.

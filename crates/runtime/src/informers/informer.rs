@@ -177,6 +177,15 @@ impl<K: Resource> Informer<K> {
         }
     }
 
+    /// Forgets every handler. The handlers hold their controllers, which hold this informer: a
+    /// simulation that drops a process breaks that circle here, or each process would stay in memory.
+    #[cfg(feature = "testing")]
+    pub(crate) fn clear_handlers(&self) {
+        if let Ok(mut handlers) = self.inner.handlers.write() {
+            handlers.clear();
+        }
+    }
+
     /// Puts an object in the cache without a watch and without notifying handlers: for unit tests of
     /// controllers (client-go's fake informers do the same) and for tools that preload a cache.
     pub fn cache_insert(&self, object: K) {
