@@ -570,21 +570,13 @@ pub fn steady_state(api: &RecordedApi) -> Vec<String> {
                 live.len()
             ));
         }
-        for (field, value) in [
-            ("replicas", want),
-            ("readyReplicas", want),
-            ("availableReplicas", want),
-        ] {
-            if objects::status_number(rs, field) != value {
-                problems.push(format!(
-                    "ReplicaSet {name}: status.{field} {} != {value}",
-                    objects::status_number(rs, field)
-                ));
-            }
-        }
-        if objects::observed_generation(rs) != objects::generation(rs) {
-            problems.push(format!("ReplicaSet {name}: generation not observed"));
-        }
+        problems.extend(status_problems(
+            "ReplicaSet",
+            rs,
+            &["replicas", "readyReplicas", "availableReplicas"],
+            want,
+        ));
+        problems.extend(unobserved("ReplicaSet", rs));
         for orphan in pods.iter().filter(|p| objects::controller_of(p).is_none()) {
             if objects::selector_matches(rs.pointer("/spec/selector"), &objects::labels(orphan)) {
                 problems.push(format!(
@@ -617,9 +609,7 @@ fn deployment_problems(deployment: &Value, replica_sets: &[Value], pods: &[Value
     let name = objects::name(deployment);
     let uid = objects::uid(deployment);
     let replicas = objects::spec_replicas(deployment);
-    if objects::observed_generation(deployment) != objects::generation(deployment) {
-        problems.push(format!("Deployment {name}: generation not observed"));
-    }
+    problems.extend(unobserved("Deployment", deployment));
     if deployment.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) {
         return problems;
     }
@@ -663,20 +653,40 @@ fn deployment_problems(deployment: &Value, replica_sets: &[Value], pods: &[Value
             "Deployment {name}: {its_pods} ready pods of its template, wants {replicas}"
         ));
     }
-    for field in [
-        "replicas",
-        "updatedReplicas",
-        "readyReplicas",
-        "availableReplicas",
-    ] {
-        if objects::status_number(deployment, field) != replicas {
-            problems.push(format!(
-                "Deployment {name}: status.{field} {} != {replicas}",
-                objects::status_number(deployment, field)
-            ));
-        }
-    }
+    problems.extend(status_problems(
+        "Deployment",
+        deployment,
+        &[
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+        ],
+        replicas,
+    ));
     problems
+}
+
+/// The counters among `fields` of `object`'s status that are not `want`.
+fn status_problems(kind: &str, object: &Value, fields: &[&str], want: i64) -> Vec<String> {
+    fields
+        .iter()
+        .filter_map(|field| {
+            let have = objects::status_number(object, field);
+            (have != want).then(|| {
+                format!(
+                    "{kind} {}: status.{field} {have} != {want}",
+                    objects::name(object)
+                )
+            })
+        })
+        .collect()
+}
+
+/// That `object`'s generation is not observed yet, if it is not.
+fn unobserved(kind: &str, object: &Value) -> Option<String> {
+    (objects::observed_generation(object) != objects::generation(object))
+        .then(|| format!("{kind} {}: generation not observed", objects::name(object)))
 }
 
 fn daemon_set_problems(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> Vec<String> {
@@ -742,22 +752,18 @@ fn daemon_set_problems(daemon_set: &Value, nodes: &[Value], pods: &[Value]) -> V
         }
     }
     let want = eligible.len() as i64;
-    for field in [
-        "desiredNumberScheduled",
-        "currentNumberScheduled",
-        "updatedNumberScheduled",
-        "numberReady",
-        "numberAvailable",
-    ] {
-        if objects::status_number(daemon_set, field) != want {
-            problems.push(format!(
-                "DaemonSet {name}: status.{field} {} != {want}",
-                objects::status_number(daemon_set, field)
-            ));
-        }
-    }
-    if objects::observed_generation(daemon_set) != objects::generation(daemon_set) {
-        problems.push(format!("DaemonSet {name}: generation not observed"));
-    }
+    problems.extend(status_problems(
+        "DaemonSet",
+        daemon_set,
+        &[
+            "desiredNumberScheduled",
+            "currentNumberScheduled",
+            "updatedNumberScheduled",
+            "numberReady",
+            "numberAvailable",
+        ],
+        want,
+    ));
+    problems.extend(unobserved("DaemonSet", daemon_set));
     problems
 }
