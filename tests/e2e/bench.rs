@@ -73,10 +73,18 @@ fn bench_measures_every_scenario_on_both_sides() {
                 "steady_anon_rss_bytes",
                 "requests_total",
                 "requests_writes",
+                "wakeups",
+                "timed_wakeups",
+                "pod_events",
+                "write_body_bytes",
+                "write_bodies",
             ] {
                 let value = run[field].as_f64().unwrap();
                 assert!(value > 0.0, "{what}: {field} = {value}");
             }
+            // CPU is read in clock ticks (10 ms): a small scenario's timed part may round to none.
+            assert!(run["timed_cpu_seconds"].as_f64() <= run["cpu_seconds"].as_f64());
+            assert!(run["timed_wakeups"].as_f64() <= run["wakeups"].as_f64());
             // A controller process, not a shell: at least a few MiB resident, less than a few GiB.
             let peak = run["peak_rss_bytes"].as_f64().unwrap();
             assert!((4e6..4e9).contains(&peak), "{what}: peak RSS {peak}");
@@ -99,6 +107,10 @@ fn bench_measures_every_scenario_on_both_sides() {
         let floors = scenario["plane_floor"].as_array().unwrap();
         assert_eq!(floors.len(), 1, "{name}");
         assert!(floors[0]["seconds_to_done"].as_f64().unwrap() > 0.0);
+        // Its client, on a thread of its own, woke for the pod events it watched.
+        assert!(floors[0]["wakeups"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(floors[0]["pod_events"].as_f64().unwrap() > 0.0, "{name}");
+        assert!(floors[0]["cpu_seconds"].as_f64().unwrap() >= 0.0, "{name}");
         let series = floors[0]["ready_pods"].as_array().unwrap();
         assert!(
             series.last().unwrap()[1].as_f64().unwrap() > 0.0,
@@ -107,6 +119,10 @@ fn bench_measures_every_scenario_on_both_sides() {
         for run in runs {
             assert_eq!(
                 run["plane_floor_seconds"], floors[0]["seconds_to_done"],
+                "{name}"
+            );
+            assert_eq!(
+                run["plane_floor_cpu_seconds"], floors[0]["cpu_seconds"],
                 "{name}"
             );
         }

@@ -8,7 +8,15 @@
 //! status to write. A controller that has to get those pods written should not be done sooner (up to
 //! the plane's scatter between runs, which can put a run just under it), so whatever the controllers
 //! differ by is the time each spends above the floor.
+//!
+//! The floor's pod writes and watches go through the controllers' own transport, on a thread of their
+//! own ([`FloorClient`]): mini-kcm's client (TLS, HTTP/2, `TCP_NODELAY`, no rate limit) and its shared
+//! informers for pods and nodes (protobuf, as the controllers cache them), with no handler and no
+//! controller behind them. That thread's CPU is the CPU floor: what creating and deleting those pods and
+//! receiving their events costs with no controller logic at all, so a controller's CPU reads as the
+//! floor plus what its syncs, status writes and events add.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
@@ -16,6 +24,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
+
+use mini_kcm_runtime::api::client::{ControllerClientOptions, RequestBudget, controller_client};
+use mini_kcm_runtime::api::kinds::{node_informer, pod_informer};
+use mini_kcm_runtime::informers::SharedInformers;
+use tokio::sync::oneshot;
 
 use crate::BenchError;
 use crate::report::FloorRun;
@@ -99,25 +112,181 @@ pub(crate) async fn run_floor(
     };
     let rev = if old.is_empty() { 1 } else { 2 };
     let expected = new.len();
-    open_connections(&pods).await?;
-    let ready = ReadySeries::start(ctx.client.clone(), &namespace, selector(rev), timeout).await?;
+    let client =
+        FloorClient::start(ctx.plane.kubeconfig.clone(), namespace.clone(), timeout).await?;
+    let ready = ReadySeries::start(ctx.client.clone(), &namespace, rev, timeout).await?;
     let origin = Instant::now();
-    let done = async {
-        tokio::try_join!(
-            create_pods(&pods, new),
-            delete_pods(&pods, old),
-            wait_ready(&pods, rev, expected, timeout),
-        )
-    };
+    let (written, cost) = client.write(new, old);
+    let done = async { tokio::try_join!(written, wait_ready(&pods, rev, expected, timeout)) };
     let outcome = done.await.map(|_| origin.elapsed().as_secs_f64());
+    let pod_events = ready.pod_events();
     let ready_pods = ready.finish(origin);
+    let (cpu_seconds, wakeups) = cost.finish()?;
     delete_namespace(&ctx.client, &namespace, timeout).await?;
     Ok(FloorRun {
         round,
         namespace,
         seconds_to_done: outcome?,
+        cpu_seconds,
+        wakeups,
+        pod_events,
         ready_pods,
     })
+}
+
+/// The floor's client: a thread with a current-thread runtime (as `mini-kcm run` has), mini-kcm's
+/// client and its pod and node informers, synced and with its connections open, waiting for the pods
+/// to write.
+struct FloorClient {
+    work: oneshot::Sender<(Vec<Value>, Vec<String>)>,
+    written: oneshot::Receiver<Result<(), BenchError>>,
+    cost: FloorCost,
+}
+
+/// The floor client's thread once its writes are under way: stopping it says what it cost.
+struct FloorCost {
+    stop: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<Result<(f64, u64), BenchError>>,
+}
+
+impl FloorClient {
+    async fn start(
+        kubeconfig: PathBuf,
+        namespace: String,
+        timeout: Duration,
+    ) -> Result<Self, BenchError> {
+        let (synced_tx, synced_rx) = oneshot::channel();
+        let (work_tx, work_rx) = oneshot::channel();
+        let (written_tx, written_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("floor-client".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| BenchError::io("starting the floor client's runtime", e))?;
+                runtime.block_on(floor_client(
+                    kubeconfig, namespace, synced_tx, work_rx, written_tx, stop_rx,
+                ))
+            })
+            .map_err(|e| BenchError::io("starting the floor client's thread", e))?;
+        let cost = FloorCost {
+            stop: stop_tx,
+            thread,
+        };
+        match tokio::time::timeout(timeout, synced_rx).await {
+            Ok(Ok(Ok(()))) => Ok(FloorClient {
+                work: work_tx,
+                written: written_rx,
+                cost,
+            }),
+            Ok(Ok(Err(e))) => Err(e),
+            // The thread ended without a word: its own error says why.
+            Ok(Err(_)) => Err(cost.finish().err().unwrap_or_else(|| {
+                BenchError::io("the floor client", std::io::Error::other("ended early"))
+            })),
+            Err(_) => Err(BenchError::Timeout {
+                what: "the floor client's informers to sync".into(),
+                waited: timeout,
+            }),
+        }
+    }
+
+    /// Hands over the pods to create and delete: a future that ends when all are written, and the
+    /// thread to stop once the floor is done.
+    fn write(
+        self,
+        create: Vec<Value>,
+        delete: Vec<String>,
+    ) -> (
+        impl std::future::Future<Output = Result<(), BenchError>>,
+        FloorCost,
+    ) {
+        let _ = self.work.send((create, delete));
+        let written = async move {
+            self.written.await.unwrap_or_else(|_| {
+                Err(BenchError::io(
+                    "the floor client",
+                    std::io::Error::other("ended before writing its pods"),
+                ))
+            })
+        };
+        (written, self.cost)
+    }
+}
+
+impl FloorCost {
+    /// Stops the thread: its CPU seconds and wake-ups from the hand-over until now.
+    fn finish(self) -> Result<(f64, u64), BenchError> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or_else(|_| {
+            Err(BenchError::io(
+                "the floor client",
+                std::io::Error::other("its thread panicked"),
+            ))
+        })
+    }
+}
+
+/// The floor client's thread (see [`FloorClient`]).
+async fn floor_client(
+    kubeconfig: PathBuf,
+    namespace: String,
+    synced: oneshot::Sender<Result<(), BenchError>>,
+    work: oneshot::Receiver<(Vec<Value>, Vec<String>)>,
+    written: oneshot::Sender<Result<(), BenchError>>,
+    stop: oneshot::Receiver<()>,
+) -> Result<(f64, u64), BenchError> {
+    let setup = async {
+        let config = mini_kcm_local_plane::config_from_kubeconfig(&kubeconfig).await?;
+        let options = ControllerClientOptions {
+            name: "bench-floor".into(),
+            identity: "bench".into(),
+            budget: RequestBudget::unlimited(),
+            metrics: None,
+            fence: None,
+        };
+        let client = controller_client(config, &options)
+            .map_err(|e| BenchError::kube("building the floor's client", e))?;
+        // Every pod and node event of the plane reaches this cache, as it reaches a controller's.
+        let informers = SharedInformers::new(client.clone(), None);
+        let _pods = pod_informer(&informers);
+        let _nodes = node_informer(&informers);
+        informers.start().await;
+        let pods: Api<Pod> = Api::namespaced(client, &namespace);
+        open_connections(&pods).await?;
+        Ok::<_, BenchError>((informers, pods))
+    };
+    let (_informers, pods) = match setup.await {
+        Ok(ready) => {
+            let _ = synced.send(Ok(()));
+            ready
+        }
+        Err(e) => {
+            let _ = synced.send(Err(e));
+            return Ok((0.0, 0));
+        }
+    };
+    let Ok((create, delete)) = work.await else {
+        return Ok((0.0, 0));
+    };
+    let before = crate::usage::this_thread();
+    let result = tokio::try_join!(create_pods(&pods, create), delete_pods(&pods, delete));
+    let _ = written.send(result.map(|_| ()));
+    // The watches go on receiving the pods' events until the floor is done.
+    let _ = stop.await;
+    let after = crate::usage::this_thread();
+    match (before, after) {
+        (Some((cpu_before, wakeups_before)), Some((cpu_after, wakeups_after))) => Ok((
+            (cpu_after - cpu_before).max(0.0),
+            wakeups_after.saturating_sub(wakeups_before),
+        )),
+        _ => Err(BenchError::io(
+            "reading /proc/thread-self",
+            std::io::Error::other("not readable"),
+        )),
+    }
 }
 
 fn selector(rev: u32) -> String {

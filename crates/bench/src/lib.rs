@@ -19,6 +19,7 @@
 #![warn(unreachable_pub)]
 
 mod audit;
+mod body_bytes;
 mod error;
 mod failover;
 mod floor;
@@ -168,6 +169,12 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         audit: audit.clone(),
     };
 
+    if args.plane_floor && cfg!(debug_assertions) {
+        eprintln!(
+            "bench: warning: this is a debug build; the floor's client runs in this process, so its CPU \
+             is a debug build's (several times a release build's): run the bench from a release build"
+        );
+    }
     let runs_per_round = if args.plane_floor { 3 } else { 2 };
     let total_runs = args.scenarios.len() as u32 * args.rounds * runs_per_round;
     let mut done_runs = 0u32;
@@ -209,6 +216,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         let mut plane_floor = Vec::new();
         for round in 1..=args.rounds {
             let mut floor_seconds = None;
+            let mut floor_cpu_seconds = None;
             if args.plane_floor {
                 done_runs += 1;
                 eprintln!(
@@ -218,10 +226,11 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
                 );
                 let floor = floor::run_floor(&ctx, scenario, round).await?;
                 eprintln!(
-                    "bench: [{done_runs}/{total_runs}]   done in {:.2}s",
-                    floor.seconds_to_done
+                    "bench: [{done_runs}/{total_runs}]   done in {:.2}s, the client's CPU {:.2}s, {} wake-ups for {} pod events",
+                    floor.seconds_to_done, floor.cpu_seconds, floor.wakeups, floor.pod_events
                 );
                 floor_seconds = Some(floor.seconds_to_done);
+                floor_cpu_seconds = Some(floor.cpu_seconds);
                 plane_floor.push(floor);
             }
             for side in [Side::MiniKcm, args.baseline] {
@@ -235,11 +244,15 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
                 let mut result =
                     run::run_side(&ctx, scenario, side, round, scenario_limits).await?;
                 result.plane_floor_seconds = floor_seconds;
+                result.plane_floor_cpu_seconds = floor_cpu_seconds;
                 eprintln!(
-                    "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s, peak RSS {:.0} MiB, steady RSS {:.0} MiB ({:.1} MiB anonymous)",
+                    "bench: [{done_runs}/{total_runs}]   started in {:.1}s, done in {:.2}s, CPU {:.2}s ({:.2}s until done, {} wake-ups for {} pod events), peak RSS {:.0} MiB, steady RSS {:.0} MiB ({:.1} MiB anonymous)",
                     result.startup_seconds,
                     result.seconds_to_done,
                     result.cpu_seconds,
+                    result.timed_cpu_seconds,
+                    result.timed_wakeups,
+                    result.pod_events,
                     result.peak_rss_bytes as f64 / 1048576.0,
                     result.steady_rss_bytes as f64 / 1048576.0,
                     result.steady_anon_rss_bytes as f64 / 1048576.0

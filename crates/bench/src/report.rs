@@ -28,8 +28,22 @@ pub struct RunResult {
     pub seconds_to_done: f64,
     /// The plane's floor in the same round (see `floor`): the time no controller can beat.
     pub plane_floor_seconds: Option<f64>,
+    /// The CPU the floor's client spent on the same pod writes and watches in that round.
+    pub plane_floor_cpu_seconds: Option<f64>,
     /// User plus system CPU of the whole process life (start-up, scenario, settling).
     pub cpu_seconds: f64,
+    /// The part of it from the create or update until done.
+    pub timed_cpu_seconds: f64,
+    /// Wake-ups (voluntary context switches, all threads) from the create or update until done.
+    pub timed_wakeups: u64,
+    /// Wake-ups of the whole process life.
+    pub wakeups: u64,
+    /// Events of the scenario's pods from the create or update until done.
+    pub pod_events: u64,
+    /// Bytes of the write bodies the API server read over the process's life (see `body_bytes`).
+    pub write_body_bytes: Option<u64>,
+    /// How many write bodies that was.
+    pub write_bodies: Option<u64>,
     /// CPU spent during the settle window after the scenario was done.
     pub idle_cpu_seconds: f64,
     pub settle_seconds: f64,
@@ -56,6 +70,13 @@ pub struct FloorRun {
     pub namespace: String,
     /// From the first create until every new pod is Ready (and every old one deleted).
     pub seconds_to_done: f64,
+    /// CPU of the floor's client (the controllers' transport and informers, no controller) over
+    /// that time.
+    pub cpu_seconds: f64,
+    /// Its wake-ups over that time.
+    pub wakeups: u64,
+    /// Events of the floor's pods over that time.
+    pub pod_events: u64,
     /// (seconds since the first create, Ready pods of the new revision).
     pub ready_pods: Vec<(f64, f64)>,
 }
@@ -259,13 +280,26 @@ const MIB: f64 = 1024.0 * 1024.0;
 type ReadMetric = fn(&RunResult) -> Option<f64>;
 
 /// The metrics of the table: name and how to read it from a run.
-const METRICS: [(&str, ReadMetric); 9] = [
+const METRICS: [(&str, ReadMetric); 15] = [
     ("time to done (s)", |r| Some(r.seconds_to_done)),
     // What the controller adds to the plane's own time, the part a controller can change.
     ("time above the plane floor (s)", |r| {
         r.plane_floor_seconds.map(|floor| r.seconds_to_done - floor)
     }),
     ("controller CPU (s)", |r| Some(r.cpu_seconds)),
+    ("CPU until done (s)", |r| Some(r.timed_cpu_seconds)),
+    // What the controller costs beyond moving the same pods through the same transport.
+    ("CPU until done above the floor (s)", |r| {
+        r.plane_floor_cpu_seconds
+            .map(|floor| r.timed_cpu_seconds - floor)
+    }),
+    ("wake-ups until done", |r| Some(r.timed_wakeups as f64)),
+    ("wake-ups per pod event", |r| {
+        (r.pod_events > 0).then(|| r.timed_wakeups as f64 / r.pod_events as f64)
+    }),
+    ("wake-ups per API write", |r| {
+        (r.requests_writes > 0).then(|| r.wakeups as f64 / r.requests_writes as f64)
+    }),
     ("idle CPU in settle window (s)", |r| {
         Some(r.idle_cpu_seconds)
     }),
@@ -278,6 +312,10 @@ const METRICS: [(&str, ReadMetric); 9] = [
     }),
     ("API requests", |r| Some(r.requests_total as f64)),
     ("API writes", |r| Some(r.requests_writes as f64)),
+    ("request body bytes per write", |r| {
+        let (bytes, writes) = (r.write_body_bytes?, r.write_bodies?);
+        (writes > 0).then(|| bytes as f64 / writes as f64)
+    }),
 ];
 
 /// Medians per side, their ratio, ranges and p-value, for every metric.
@@ -478,7 +516,14 @@ mod tests {
             startup_seconds: 1.0,
             seconds_to_done: seconds,
             plane_floor_seconds: Some(1.0),
+            plane_floor_cpu_seconds: Some(0.5),
             cpu_seconds: 2.0,
+            timed_cpu_seconds: 1.5,
+            timed_wakeups: 300,
+            wakeups: 400,
+            pod_events: 100,
+            write_body_bytes: Some(writes * 700),
+            write_bodies: Some(writes),
             idle_cpu_seconds: 0.1,
             settle_seconds: 1.0,
             peak_rss_bytes: 64 * 1024 * 1024,
@@ -560,6 +605,9 @@ mod tests {
                     round: 1,
                     namespace: "ns".into(),
                     seconds_to_done: 1.0,
+                    cpu_seconds: 0.5,
+                    wakeups: 200,
+                    pod_events: 60,
                     ready_pods: vec![(0.0, 0.0), (1.0, 20.0)],
                 }],
             }],

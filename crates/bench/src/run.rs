@@ -26,13 +26,14 @@ use serde_json::{Value, json};
 
 use crate::BenchError;
 use crate::audit::{AuditTail, BENCH_USER_PREFIX, totals};
+use crate::body_bytes::BodyBytes;
 use crate::report::RunResult;
 use crate::scenario::{
-    REV_LABEL, ROLE_LABEL, ROLE_PROBE, ROLE_WORKLOAD, Scenario, Sizes, daemon_set, deployment,
+    ROLE_LABEL, ROLE_PROBE, ROLE_WORKLOAD, Scenario, Sizes, daemon_set, deployment,
     new_revision_patch, replica_set,
 };
 use crate::side::{self, ClientLimits, Launch, Side};
-use crate::usage::{self, Sampler};
+use crate::usage::{self, Sampler, Usage};
 use crate::watch::{ReadySeries, wait_all_done, wait_namespace_gone};
 
 /// Concurrent creates and patches of the benchmark's own client (it is not rate limited).
@@ -110,6 +111,7 @@ pub(crate) async fn run_side(
     create_namespace(&ctx.client, &namespace, timeout).await?;
 
     let launch = launch(ctx, &namespace, &user, limits)?;
+    let bodies_before = BodyBytes::read(&ctx.client).await;
     let started = Instant::now();
     let mut process = side::start(side, &ctx.plane, &launch)?;
     let pid = process.pid();
@@ -118,20 +120,14 @@ pub(crate) async fn run_side(
     let outcome = async {
         wait_for_controllers(ctx, &namespace).await?;
         let startup_seconds = started.elapsed().as_secs_f64();
-        let (seconds_to_done, ready_pods) = drive(ctx, scenario, &namespace).await?;
+        let timed = drive(ctx, scenario, &namespace, pid).await?;
         let at_done = usage::read(pid);
         tokio::time::sleep(ctx.sizes.settle).await;
         let settled = usage::read(pid);
-        Ok::<_, BenchError>((
-            startup_seconds,
-            seconds_to_done,
-            ready_pods,
-            at_done,
-            settled,
-        ))
+        Ok::<_, BenchError>((startup_seconds, timed, at_done, settled))
     }
     .await;
-    let (startup_seconds, seconds_to_done, ready_pods, at_done, settled) = match outcome {
+    let (startup_seconds, timed, at_done, settled) = match outcome {
         Ok(values) => values,
         Err(error) => return Err(explain(error, &mut process, &launch)),
     };
@@ -146,6 +142,10 @@ pub(crate) async fn run_side(
         ));
     };
     process.stop(Duration::from_secs(10)).await;
+    let bodies = match (bodies_before, BodyBytes::read(&ctx.client).await) {
+        (Some(before), Some(after)) => Some(before.until(after)),
+        _ => None,
+    };
     let sampled_peak = sampler.max_rss_bytes();
     drop(sampler);
 
@@ -157,9 +157,16 @@ pub(crate) async fn run_side(
         namespace,
         user,
         startup_seconds,
-        seconds_to_done,
+        seconds_to_done: timed.seconds,
         plane_floor_seconds: None,
+        plane_floor_cpu_seconds: None,
         cpu_seconds: settled.cpu_seconds,
+        timed_cpu_seconds: timed.cpu_seconds,
+        timed_wakeups: timed.wakeups,
+        wakeups: settled.wakeups,
+        pod_events: timed.pod_events,
+        write_body_bytes: bodies.map(|b| b.bytes),
+        write_bodies: bodies.map(|b| b.writes),
         idle_cpu_seconds: (settled.cpu_seconds - at_done.cpu_seconds).max(0.0),
         settle_seconds: ctx.sizes.settle.as_secs_f64(),
         peak_rss_bytes: settled.peak_rss_bytes.max(sampled_peak),
@@ -168,7 +175,7 @@ pub(crate) async fn run_side(
         requests_total: 0,
         requests_writes: 0,
         requests: BTreeMap::new(),
-        ready_pods,
+        ready_pods: timed.ready_pods,
     })
 }
 
@@ -325,24 +332,71 @@ fn apis(ctx: &Context, namespace: &str) -> (Api<Deployment>, Api<ReplicaSet>, Ap
     )
 }
 
-/// The scenario itself: (seconds from the create or update until done, ready pods over time).
+/// The timed part of a run, from just before the create or update until done, and what the side's
+/// process spent in it.
+pub(crate) struct TimedPart {
+    pub seconds: f64,
+    pub ready_pods: Vec<(f64, f64)>,
+    /// Events of the scenario's pods in it (what each controller's pod watch delivered).
+    pub pod_events: u64,
+    pub cpu_seconds: f64,
+    pub wakeups: u64,
+}
+
+/// The clock of the timed part: the ready-pods watch, and the process's usage at the start.
+struct Timing {
+    origin: Instant,
+    ready: ReadySeries,
+    pid: u32,
+    at_start: Option<Usage>,
+}
+
+impl Timing {
+    async fn start(ctx: &Context, namespace: &str, rev: u32, pid: u32) -> Result<Self, BenchError> {
+        let ready =
+            ReadySeries::start(ctx.client.clone(), namespace, rev, ctx.sizes.timeout).await?;
+        let at_start = usage::read(pid);
+        Ok(Timing {
+            origin: Instant::now(),
+            ready,
+            pid,
+            at_start,
+        })
+    }
+
+    fn finish(self) -> TimedPart {
+        let seconds = self.origin.elapsed().as_secs_f64();
+        let at_done = usage::read(self.pid);
+        let pod_events = self.ready.pod_events();
+        let (cpu_seconds, wakeups) = match (self.at_start, at_done) {
+            (Some(start), Some(done)) => (
+                (done.cpu_seconds - start.cpu_seconds).max(0.0),
+                done.wakeups.saturating_sub(start.wakeups),
+            ),
+            _ => (0.0, 0),
+        };
+        TimedPart {
+            seconds,
+            ready_pods: self.ready.finish(self.origin),
+            pod_events,
+            cpu_seconds,
+            wakeups,
+        }
+    }
+}
+
+/// The scenario itself, timed (see [`TimedPart`]); `pid` is the side's controller process.
 async fn drive(
     ctx: &Context,
     scenario: Scenario,
     namespace: &str,
-) -> Result<(f64, Vec<(f64, f64)>), BenchError> {
+    pid: u32,
+) -> Result<TimedPart, BenchError> {
     let sizes = &ctx.sizes;
     let timeout = sizes.timeout;
     let workloads = Some(format!("{ROLE_LABEL}={ROLE_WORKLOAD}"));
     let (deployments, replica_sets, daemon_sets) = apis(ctx, namespace);
-    let series = |rev: u32| {
-        ReadySeries::start(
-            ctx.client.clone(),
-            namespace,
-            format!("{ROLE_LABEL}={ROLE_WORKLOAD},{REV_LABEL}={rev}"),
-            timeout,
-        )
-    };
+    let clock = |rev: u32| Timing::start(ctx, namespace, rev, pid);
     let deployments_done = |count: u32| {
         wait_all_done(
             deployments.clone(),
@@ -358,8 +412,7 @@ async fn drive(
     };
     match scenario {
         Scenario::ScaleUp => {
-            let ready = series(1).await?;
-            let origin = Instant::now();
+            let timing = clock(1).await?;
             create(
                 ctx,
                 namespace,
@@ -367,7 +420,7 @@ async fn drive(
             )
             .await?;
             deployments_done(1).await?;
-            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+            Ok(timing.finish())
         }
         Scenario::RollingUpdate => {
             create(
@@ -377,15 +430,13 @@ async fn drive(
             )
             .await?;
             deployments_done(1).await?;
-            let ready = series(2).await?;
-            let origin = Instant::now();
+            let timing = clock(2).await?;
             patch(&deployments, &["web".to_string()], new_revision_patch(2)).await?;
             deployments_done(1).await?;
-            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+            Ok(timing.finish())
         }
         Scenario::Daemonset => {
-            let ready = series(1).await?;
-            let origin = Instant::now();
+            let timing = clock(1).await?;
             create(ctx, namespace, daemon_set("agents", ROLE_WORKLOAD, None)).await?;
             let nodes = sizes.nodes;
             wait_all_done(
@@ -397,11 +448,10 @@ async fn drive(
                 "the DaemonSet to be available on every node",
             )
             .await?;
-            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+            Ok(timing.finish())
         }
         Scenario::Steady => {
-            let ready = series(1).await?;
-            let origin = Instant::now();
+            let timing = clock(1).await?;
             let objects = names("rs", sizes.steady_replica_sets)
                 .into_iter()
                 .map(|name| replica_set(&name, sizes.steady_pods_per_replica_set));
@@ -415,7 +465,7 @@ async fn drive(
                 "the ReplicaSets to be ready",
             )
             .await?;
-            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+            Ok(timing.finish())
         }
         Scenario::ConcurrentRollouts => {
             let apps = names("app", sizes.rollouts);
@@ -424,11 +474,10 @@ async fn drive(
                 .map(|name| deployment(name, ROLE_WORKLOAD, sizes.pods_per_rollout, 1));
             create_all(ctx, namespace, objects).await?;
             deployments_done(sizes.rollouts).await?;
-            let ready = series(2).await?;
-            let origin = Instant::now();
+            let timing = clock(2).await?;
             patch(&deployments, &apps, new_revision_patch(2)).await?;
             deployments_done(sizes.rollouts).await?;
-            Ok((origin.elapsed().as_secs_f64(), ready.finish(origin)))
+            Ok(timing.finish())
         }
         Scenario::FreshUnderLoad | Scenario::Failover | Scenario::Scale => Err(BenchError::io(
             scenario.name(),

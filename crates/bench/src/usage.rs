@@ -7,6 +7,11 @@
 //! The resident set also counts the pages of the executable itself (`RssFile`), which for a process
 //! with little heap is most of it; `RssAnon`, the anonymous part, is the heap and stacks alone: what
 //! grows with the objects a controller caches.
+//!
+//! Wake-ups are voluntary context switches (`voluntary_ctxt_switches`, summed over the process's
+//! threads): each time a thread blocked (in `epoll_wait`, a futex, a read) and was woken again. An
+//! async runtime that parks once per event it handles shows one per event; one that handles a batch
+//! of ready events per wake shows fewer. Go's runtime and tokio both count here alike.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +24,8 @@ pub(crate) struct Usage {
     pub peak_rss_bytes: u64,
     /// `RssAnon`: the resident set without the executable's and libraries' file pages.
     pub anon_rss_bytes: u64,
+    /// Voluntary context switches of all live threads (see the module header).
+    pub wakeups: u64,
 }
 
 /// Reads `/proc/<pid>`; `None` once the process is gone.
@@ -31,7 +38,32 @@ pub(crate) fn read(pid: u32) -> Option<Usage> {
         rss_bytes: status_kib(&status, "VmRSS")?.saturating_mul(1024),
         peak_rss_bytes: status_kib(&status, "VmHWM")?.saturating_mul(1024),
         anon_rss_bytes: status_kib(&status, "RssAnon")?.saturating_mul(1024),
+        wakeups: wakeups(&format!("/proc/{pid}/task")),
     })
+}
+
+/// Voluntary context switches summed over the threads listed under `tasks` (`/proc/<pid>/task`).
+fn wakeups(tasks: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(tasks) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter_map(|status| status_count(&status, "voluntary_ctxt_switches"))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// CPU seconds and wake-ups of the calling thread alone (`/proc/thread-self`): what the work on one
+/// thread of a process costs while other threads do other things.
+pub(crate) fn this_thread() -> Option<(f64, u64)> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let ticks = cpu_ticks(&stat)?;
+    Some((
+        ticks as f64 / clock_ticks_per_second(),
+        status_count(&status, "voluntary_ctxt_switches")?,
+    ))
 }
 
 fn clock_ticks_per_second() -> f64 {
@@ -53,6 +85,11 @@ pub(crate) fn cpu_ticks(stat: &str) -> Option<u64> {
 
 /// A `Key:   1234 kB` line of `/proc/<pid>/status`, in KiB.
 pub(crate) fn status_kib(status: &str, key: &str) -> Option<u64> {
+    status_count(status, key)
+}
+
+/// The number of a `Key:\t1234` line of `/proc/<pid>/status` (a unit after it is ignored).
+fn status_count(status: &str, key: &str) -> Option<u64> {
     status.lines().find_map(|line| {
         let value = line.strip_prefix(key)?.strip_prefix(':')?;
         value.split_whitespace().next()?.parse().ok()
@@ -114,6 +151,12 @@ mod tests {
         assert_eq!(status_kib(status, "RssAnon"), Some(12000));
         assert_eq!(status_kib(status, "VmHWM"), Some(71234));
         assert_eq!(status_kib(status, "VmSwap"), None);
+        let switches = "voluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(status_count(switches, "voluntary_ctxt_switches"), Some(120));
+        assert_eq!(
+            status_count(switches, "nonvoluntary_ctxt_switches"),
+            Some(7)
+        );
     }
 
     #[test]
@@ -122,5 +165,11 @@ mod tests {
         assert!(usage.rss_bytes > 0);
         assert!(usage.peak_rss_bytes >= usage.rss_bytes);
         assert!(usage.anon_rss_bytes > 0 && usage.anon_rss_bytes <= usage.rss_bytes);
+        // A thread that sleeps blocks, and is woken: one more wake-up on this thread and the process.
+        let (_, before) = this_thread().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+        let (_, after) = this_thread().unwrap();
+        assert!(after > before, "{before} -> {after}");
+        assert!(read(std::process::id()).unwrap().wakeups >= after);
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::BenchError;
+use crate::scenario::{REV_LABEL, ROLE_LABEL, ROLE_WORKLOAD};
 
 /// Waits until exactly `expected` objects match `selector` (all objects if `None`) and `done` holds for all of them.
 pub(crate) async fn wait_all_done<K>(
@@ -107,38 +109,54 @@ pub(crate) async fn wait_namespace_gone(
     }
 }
 
-/// Counts, over time, the Ready pods of one template revision in a namespace.
+/// Counts, over time, the Ready pods of one template revision in a namespace, and every event of the
+/// scenario's pods (all revisions) after its first list: the pod events each controller's watch receives.
 #[derive(Debug)]
 pub(crate) struct ReadySeries {
     points: Arc<Mutex<Vec<(Instant, u32)>>>,
+    events: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ReadySeries {
-    /// Starts watching and returns once the initial list is in, so nothing after it is missed.
+    /// Starts watching the workload pods of `namespace` (those of [`ROLE_WORKLOAD`]) and returns once
+    /// the initial list is in, so nothing after it is missed; Ready counts those of revision `rev`.
     pub(crate) async fn start(
         client: Client,
         namespace: &str,
-        selector: String,
+        rev: u32,
         timeout: Duration,
     ) -> Result<Self, BenchError> {
         let api: Api<Pod> = Api::namespaced(client, namespace);
         let points = Arc::new(Mutex::new(Vec::new()));
-        let recorded = points.clone();
+        let events = Arc::new(AtomicU64::new(0));
+        let (recorded, counted) = (points.clone(), events.clone());
         let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+        let rev = rev.to_string();
         let task = tokio::spawn(async move {
             let mut listed_tx = Some(listed_tx);
             let mut ready: HashMap<String, bool> = HashMap::new();
             let mut last_count: Option<u32> = None;
+            let selector = format!("{ROLE_LABEL}={ROLE_WORKLOAD}");
             let stream = watcher::watcher(api, watcher::Config::default().labels(&selector));
             let mut stream = std::pin::pin!(stream);
+            let of_rev = |pod: &Pod| pod.labels().get(REV_LABEL) == Some(&rev);
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(Event::Init) => ready.clear(),
-                    Ok(Event::InitApply(pod)) | Ok(Event::Apply(pod)) => {
-                        ready.insert(pod.name_any(), is_ready(&pod));
+                    Ok(Event::InitApply(pod)) => {
+                        if of_rev(&pod) {
+                            ready.insert(pod.name_any(), is_ready(&pod));
+                        }
+                    }
+                    Ok(Event::Apply(pod)) => {
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        if of_rev(&pod) {
+                            ready.insert(pod.name_any(), is_ready(&pod));
+                        }
                     }
                     Ok(Event::Delete(pod)) => {
+                        counted.fetch_add(1, Ordering::Relaxed);
                         ready.remove(&pod.name_any());
                     }
                     Ok(Event::InitDone) => {
@@ -162,7 +180,11 @@ impl ReadySeries {
             }
         });
         match tokio::time::timeout(timeout, listed_rx).await {
-            Ok(Ok(())) => Ok(ReadySeries { points, task }),
+            Ok(Ok(())) => Ok(ReadySeries {
+                points,
+                events,
+                task,
+            }),
             _ => {
                 task.abort();
                 Err(BenchError::Timeout {
@@ -171,6 +193,11 @@ impl ReadySeries {
                 })
             }
         }
+    }
+
+    /// Pod events seen so far (after the first list).
+    pub(crate) fn pod_events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
     }
 
     /// Stops watching; the points as (seconds since `origin`, ready pods), starting at `origin`.

@@ -19,7 +19,10 @@
 //!
 //! A background task (one per queue) moves delayed keys into the queue when they become ready
 //! and, when metrics are enabled, refreshes the unfinished-work gauges every 500 ms like
-//! client-go's ticker goroutine. It stops on shutdown or when the last handle is dropped.
+//! client-go's ticker goroutine, but only while keys are being processed (and once more after the
+//! last, to show zero): client-go's ticker wakes an idle process twice a second per queue for gauges
+//! that stay at zero, here an idle queue's task sleeps until there is work. It stops on shutdown or
+//! when the last handle is dropped.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -161,6 +164,9 @@ struct State<K> {
     /// A `shut_down_with_drain` is waiting; `shut_down` clears it to release the waiter.
     drain: bool,
     metrics: Option<Recorder<K>>,
+    /// When the unfinished-work gauges are next recomputed (with metrics only): every period while
+    /// keys are processing and once after; `None` while idle (see the module header).
+    unfinished_tick: Option<Instant>,
 }
 
 /// What a dirty key has gathered until it is handed out.
@@ -194,9 +200,6 @@ where
     {
         let name = name.into();
         let recorder = metrics.as_ref().map(|m| m.recorder(&name));
-        let first_tick = recorder
-            .as_ref()
-            .map(|_| Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD);
         let inner = Arc::new(Inner {
             name,
             state: Mutex::new(State {
@@ -207,17 +210,14 @@ where
                 shutting_down: false,
                 drain: false,
                 metrics: recorder,
+                unfinished_tick: None,
             }),
             item_ready: Notify::new(),
             drained: Notify::new(),
             timer: Arc::new(Notify::new()),
             rate_limiter: Box::new(rate_limiter),
         });
-        tokio::spawn(timer_task(
-            Arc::downgrade(&inner),
-            Arc::clone(&inner.timer),
-            first_tick,
-        ));
+        tokio::spawn(timer_task(Arc::downgrade(&inner), Arc::clone(&inner.timer)));
         Self { inner }
     }
 
@@ -347,7 +347,13 @@ where
             notified.as_mut().enable();
             {
                 let mut state = self.inner.lock();
-                if let Some(handed_out) = state.pop_for_processing(Instant::now()) {
+                let now = Instant::now();
+                if let Some(handed_out) = state.pop_for_processing(now) {
+                    if state.metrics.is_some() && state.unfinished_tick.is_none() {
+                        state.unfinished_tick = Some(now + UNFINISHED_WORK_UPDATE_PERIOD);
+                        drop(state);
+                        self.inner.timer.notify_one();
+                    }
                     return Some(handed_out);
                 }
                 if state.shutting_down {
@@ -551,10 +557,10 @@ impl<K: Clone + Eq + Hash> Inner<K> {
 
     /// One round of the background task: move due delayed keys into the queue and refresh the
     /// gauges if their tick is due. Returns the next deadline, or `None` once shut down.
-    fn on_timer(&self, next_tick: &mut Option<Instant>) -> Option<Option<Instant>> {
+    fn on_timer(&self) -> Option<Option<Instant>> {
         let now = Instant::now();
         let mut queued = 0;
-        let next_ready = {
+        let (next_ready, next_tick) = {
             let mut guard = self.lock();
             let state = &mut *guard;
             if state.shutting_down {
@@ -565,18 +571,19 @@ impl<K: Clone + Eq + Hash> Inner<K> {
                     queued += 1;
                 }
             }
-            if let (Some(tick), Some(m)) = (*next_tick, &state.metrics)
+            if let (Some(tick), Some(m)) = (state.unfinished_tick, &state.metrics)
                 && tick <= now
             {
                 m.update_unfinished_work(now);
-                *next_tick = Some(now + UNFINISHED_WORK_UPDATE_PERIOD);
+                state.unfinished_tick =
+                    (!state.processing.is_empty()).then(|| now + UNFINISHED_WORK_UPDATE_PERIOD);
             }
-            state.waiting.next_ready_at()
+            (state.waiting.next_ready_at(), state.unfinished_tick)
         };
         for _ in 0..queued {
             self.item_ready.notify_one();
         }
-        Some(match (next_ready, *next_tick) {
+        Some(match (next_ready, next_tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         })
@@ -612,15 +619,11 @@ impl<K: Clone + Eq + Hash> State<K> {
 }
 
 /// The per-queue background task. Holds only a weak reference so dropping every handle ends it.
-async fn timer_task<K: Clone + Eq + Hash>(
-    queue: Weak<Inner<K>>,
-    wake: Arc<Notify>,
-    mut next_tick: Option<Instant>,
-) {
+async fn timer_task<K: Clone + Eq + Hash>(queue: Weak<Inner<K>>, wake: Arc<Notify>) {
     loop {
         // Created before the state is read; a `notify_one` from here on leaves a permit.
         let woken = wake.notified();
-        let Some(deadline) = queue.upgrade().and_then(|q| q.on_timer(&mut next_tick)) else {
+        let Some(deadline) = queue.upgrade().and_then(|q| q.on_timer()) else {
             return;
         };
         match deadline {
@@ -1204,15 +1207,19 @@ mod tests {
         approx(get("workqueue_queue_duration_seconds_sum"), 0.05 + 0.025);
         assert_eq!(get("workqueue_queue_duration_seconds_count"), Some(2.0));
 
-        // Gauges are refreshed on the 500ms tick: at t=500ms foo has run for 425ms.
+        // Gauges are refreshed every 500ms from the first hand-out (t=50ms): at t=550ms foo has
+        // run for 475ms.
         assert_eq!(get("workqueue_unfinished_work_seconds"), Some(0.0));
-        tokio::time::sleep(ms(426)).await;
-        approx(get("workqueue_unfinished_work_seconds"), 0.425);
-        approx(get("workqueue_longest_running_processor_seconds"), 0.425);
+        tokio::time::sleep(ms(476)).await;
+        approx(get("workqueue_unfinished_work_seconds"), 0.475);
+        approx(get("workqueue_longest_running_processor_seconds"), 0.475);
         q.done(&key);
-        approx(get("workqueue_work_duration_seconds_sum"), 0.025 + 0.426);
+        approx(get("workqueue_work_duration_seconds_sum"), 0.025 + 0.476);
         tokio::time::sleep(ms(500)).await;
         assert_eq!(get("workqueue_unfinished_work_seconds"), Some(0.0));
+        // Nothing processing: the gauges showed zero once and the tick stopped, so an idle queue's
+        // task sleeps until the next hand-out.
+        assert_eq!(q.inner.lock().unfinished_tick, None);
 
         // Every delayed or rate-limited add is a retry, even with zero delay.
         q.add_after("bar", ms(10));
