@@ -1,10 +1,13 @@
-//! Bytes per write: the request bodies a run sent, as the API server measured them.
+//! Bytes per write: the request bodies the API server read while one side ran.
 //!
 //! kube-apiserver records the size of every create, update, patch and delete body it reads in the
-//! histogram `apiserver_request_body_size_bytes{group, resource, verb}`. The sides of a benchmark run one
-//! at a time, so the difference of its sums and counts between a side's start and its stop is that
-//! side's (plus the few writes of the benchmark's own client in that window: the scenario's one create or
-//! patch). mini-kcm writes JSON; kube-controller-manager writes the kinds that have one in protobuf.
+//! histogram `apiserver_request_body_size_bytes{group, resource, verb}`, with no label for the client.
+//! The sides of a benchmark run one at a time, so the difference of its sums and counts between a
+//! side's start and its stop covers that side's writes, the benchmark's own few (the scenario's create
+//! or patch, the probe objects) and the plane's writes meanwhile (kwok's pod status patches, the
+//! scheduler's bindings, node leases), which are the same work on both sides. The ratio between sides
+//! therefore understates the controllers' own difference; mini-kcm writes JSON, kube-controller-manager
+//! writes the kinds that have one in protobuf.
 
 use kube::Client;
 
